@@ -1,0 +1,108 @@
+/**
+ * Capture (spec 000 §8, §13): compare a fork with its base and write the
+ * result as `out/<label>/diff.patch` and `files`, storing pre- and post-image
+ * blobs in `store.git`. One file pair is in memory at a time; the patch is
+ * streamed to disk as it is produced.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import type { ChangeStatus, FileChange } from "../patch/change.ts";
+import { filesLine, writeFilePatch } from "../patch/writer.ts";
+import { type CompareOptions, type CompareStats, compareTrees } from "./compare.ts";
+import type { Dir, FileHandle } from "./dir.ts";
+import type { ObjectStore } from "./store.ts";
+
+/** The result file names under `out/<label>/`. */
+export const PATCH_FILE = "diff.patch";
+export const FILES_FILE = "files";
+
+/** What a capture found. */
+export interface CaptureSummary {
+  /** Changed paths. */
+  readonly files: number;
+  readonly counts: Readonly<Record<ChangeStatus, number>>;
+  /** Bytes of the new sides of changed paths (old sides for deletions). */
+  readonly changedBytes: number;
+  readonly patchBytes: number;
+  readonly skippedIgnored: number;
+  readonly skippedSpecial: number;
+}
+
+/** Where the patch and the files list go. */
+export interface CaptureSink {
+  patch(bytes: Uint8Array): void;
+  files(line: string): void;
+}
+
+/** Writes each change to the sink (and its blobs to the store), returning the counts. */
+export function writeChanges(
+  changes: Iterable<FileChange>,
+  sink: CaptureSink,
+  store: ObjectStore | null,
+  stats: CompareStats,
+  textDiffTimeoutMs?: number,
+): CaptureSummary {
+  const counts: Record<ChangeStatus, number> = { A: 0, M: 0, D: 0, T: 0 };
+  let files = 0, patchBytes = 0;
+  for (const change of changes) {
+    if (store) {
+      if (change.old) store.writeBlob(change.old.bytes);
+      if (change.new) store.writeBlob(change.new.bytes);
+    }
+    const out = writeFilePatch(change, { textDiffTimeoutMs });
+    sink.patch(out.patch);
+    sink.files(filesLine(out.status, change.path));
+    counts[out.status]++;
+    files++;
+    patchBytes += out.patch.length;
+  }
+  return {
+    files,
+    counts,
+    changedBytes: stats.changedBytes,
+    patchBytes,
+    skippedIgnored: stats.skippedIgnored,
+    skippedSpecial: stats.skippedSpecial,
+  };
+}
+
+const enc = new TextEncoder();
+
+/**
+ * Captures a fork into `out` (the empty `out/<label>/` directory): `files`
+ * always, `diff.patch` only when something changed. On any error the partial
+ * results are removed and the error is rethrown.
+ */
+export function captureToDir(
+  compare: CompareOptions,
+  out: Dir,
+  store: ObjectStore | null,
+  textDiffTimeoutMs?: number,
+): CaptureSummary {
+  const stats: CompareStats = { changedBytes: 0, skippedIgnored: 0, skippedSpecial: 0 };
+  let patch: FileHandle | null = null;
+  let files: FileHandle | null = null;
+  try {
+    patch = out.createFile(PATCH_FILE, 0o644);
+    files = out.createFile(FILES_FILE, 0o644);
+    const p = patch, f = files;
+    const summary = writeChanges(compareTrees(compare, stats), {
+      patch: (b) => p.writeAll(b),
+      files: (line) => f.writeAll(enc.encode(line)),
+    }, store, stats, textDiffTimeoutMs);
+    patch.close();
+    files.close();
+    if (summary.files === 0) out.unlink(PATCH_FILE);
+    return summary;
+  } catch (error) {
+    patch?.close();
+    files?.close();
+    for (const name of [PATCH_FILE, FILES_FILE]) {
+      if (out.statAt(name)?.kind === "file") out.unlink(name);
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,268 @@
+/**
+ * Tree comparison: walks an old and a new tree side by side through no-follow
+ * descriptors and yields each changed path with both sides' bytes, one at a
+ * time, so memory holds at most one file pair.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import type { FileChange, GitMode, Side } from "../patch/change.ts";
+import { compareNames, type Dir, type Stat, TooLargeError } from "./dir.ts";
+import { RejectedError } from "./errors.ts";
+import type { IgnoreScope } from "./ignore_rules.ts";
+import { GIT_NAME, readGitignore } from "./snapshot.ts";
+
+/** Spec 000 §13: 32 MiB per file. */
+export const MAX_FILE_BYTES = 32 * 1024 * 1024;
+/** Spec 000 §13: 256 MiB of changed bytes per capture. */
+export const MAX_CHANGED_BYTES = 256 * 1024 * 1024;
+
+/** How to compare two trees. */
+export interface CompareOptions {
+  readonly old: Dir;
+  readonly new: Dir;
+  /**
+   * Same-size, same-mtime files are compared byte for byte when their ctime is
+   * at or after this time. `null` compares every same-size pair (two unrelated trees).
+   */
+  readonly readyNs: bigint | null;
+  /**
+   * A `.git` entry below the root of the new tree: `"skip"` it (marsh diff) or
+   * reject the whole result (capture verification). The root `.git` is always skipped.
+   */
+  readonly nestedGit: "skip" | "reject";
+  /** Rules for paths only the new tree has, or `null` to admit them all. */
+  readonly newIgnore: IgnoreScope | null;
+  readonly maxFileBytes?: number;
+  readonly maxChangedBytes?: number;
+}
+
+/** Counters a comparison keeps while it runs. */
+export interface CompareStats {
+  changedBytes: number;
+  skippedIgnored: number;
+  skippedSpecial: number;
+}
+
+type Kind = "file" | "symlink" | "dir" | "other";
+
+function kindOf(st: Stat | null): Kind | null {
+  if (st === null) return null;
+  if (st.kind === "file" || st.kind === "symlink" || st.kind === "dir") return st.kind;
+  return "other";
+}
+
+function gitMode(st: Stat): GitMode {
+  if (st.kind === "symlink") return 0o120000;
+  return (st.perm & 0o100) !== 0 ? 0o100755 : 0o100644;
+}
+
+/**
+ * Compares two trees and yields each changed path in name order. Throws
+ * {@linkcode RejectedError} for `capture limit` and (with `nestedGit: "reject"`)
+ * for a nested `.git`.
+ */
+export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Generator<FileChange> {
+  const ctx: Ctx = {
+    opts,
+    stats: stats ?? { changedBytes: 0, skippedIgnored: 0, skippedSpecial: 0 },
+    maxFile: opts.maxFileBytes ?? MAX_FILE_BYTES,
+    maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
+  };
+  const scope = opts.newIgnore ? opts.newIgnore.enter("", readGitignore(opts.new)) : null;
+  yield* compareDir(ctx, opts.old, opts.new, "", scope);
+}
+
+interface Ctx {
+  readonly opts: CompareOptions;
+  readonly stats: CompareStats;
+  readonly maxFile: number;
+  readonly maxTotal: number;
+}
+
+function* compareDir(
+  ctx: Ctx,
+  oldDir: Dir,
+  newDir: Dir,
+  rel: string,
+  scope: IgnoreScope | null,
+): Generator<FileChange> {
+  const names = new Set<string>();
+  for (const e of oldDir.entries()) names.add(e.name);
+  for (const e of newDir.entries()) names.add(e.name);
+  for (const name of [...names].sort(compareNames)) {
+    const path = rel === "" ? name : `${rel}/${name}`;
+    if (name === GIT_NAME) {
+      if (rel !== "" && ctx.opts.nestedGit === "reject" && newDir.statAt(name) !== null) {
+        throw new RejectedError(`nested .git at ${path}`);
+      }
+      continue;
+    }
+    const o = oldDir.statAt(name);
+    let n = newDir.statAt(name);
+    if (kindOf(n) === "other") {
+      ctx.stats.skippedSpecial++;
+      n = null;
+    }
+    const ok = kindOf(o), nk = kindOf(n);
+    if (ok === null && nk === null) continue;
+    if (ok === null) {
+      yield* added(ctx, newDir, name, path, n!, scope);
+      continue;
+    }
+    if (nk === null) {
+      yield* deleted(ctx, oldDir, name, path, o!);
+      continue;
+    }
+    if (ok === "dir" && nk === "dir") {
+      using od = oldDir.openDir(name);
+      using nd = newDir.openDir(name);
+      const childScope = scope ? scope.enter(path, readGitignore(nd)) : null;
+      yield* compareDir(ctx, od, nd, path, childScope);
+      continue;
+    }
+    if (ok === "dir" || nk === "dir") {
+      // A directory became a file or the reverse: Git sees deletions and additions.
+      yield* deleted(ctx, oldDir, name, path, o!);
+      // The path was in the snapshot, so the new side is compared whatever the ignore rules say.
+      yield* added(ctx, newDir, name, path, n!, scope, true);
+      continue;
+    }
+    const change = compareLeaf(ctx, oldDir, newDir, name, path, o!, n!);
+    if (change) yield change;
+  }
+}
+
+function readSide(ctx: Ctx, dir: Dir, name: string, path: string, st: Stat): Side {
+  if (st.kind === "symlink") return { mode: 0o120000, bytes: dir.readlink(name) };
+  if (st.size > ctx.maxFile) throw limit(path, st.size, ctx.maxFile);
+  try {
+    return { mode: gitMode(st), bytes: dir.readFile(name, ctx.maxFile) };
+  } catch (error) {
+    if (error instanceof TooLargeError) throw limit(path, error.size, ctx.maxFile, error);
+    throw error;
+  }
+}
+
+function limit(path: string, size: number, max: number, cause?: unknown): RejectedError {
+  return new RejectedError("capture limit", {
+    cause: cause ?? new Error(`${path} has ${size} bytes, over the ${max}-byte limit`),
+  });
+}
+
+function count(ctx: Ctx, bytes: number): void {
+  ctx.stats.changedBytes += bytes;
+  if (ctx.stats.changedBytes > ctx.maxTotal) {
+    throw new RejectedError("capture limit", {
+      cause: new Error(`over ${ctx.maxTotal} changed bytes`),
+    });
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function compareLeaf(
+  ctx: Ctx,
+  oldDir: Dir,
+  newDir: Dir,
+  name: string,
+  path: string,
+  o: Stat,
+  n: Stat,
+): FileChange | null {
+  if (o.kind === "file" && n.kind === "file") {
+    const modeSame = gitMode(o) === gitMode(n);
+    if (o.size === n.size && modeSame) {
+      const touched = ctx.opts.readyNs === null || n.mtimeNs !== o.mtimeNs ||
+        n.ctimeNs >= ctx.opts.readyNs;
+      if (!touched) return null;
+    }
+  }
+  const oldSide = readSide(ctx, oldDir, name, path, o);
+  const newSide = readSide(ctx, newDir, name, path, n);
+  if (oldSide.mode === newSide.mode && sameBytes(oldSide.bytes, newSide.bytes)) return null;
+  count(ctx, newSide.bytes.length);
+  return { path, old: oldSide, new: newSide };
+}
+
+function* deleted(
+  ctx: Ctx,
+  dir: Dir,
+  name: string,
+  path: string,
+  st: Stat,
+): Generator<FileChange> {
+  if (st.kind !== "dir") {
+    const side = readSide(ctx, dir, name, path, st);
+    count(ctx, side.bytes.length);
+    yield { path, old: side, new: null };
+    return;
+  }
+  using child = dir.openDir(name);
+  for (const e of child.sortedEntries()) {
+    const cst = child.statAt(e.name);
+    if (cst === null || kindOf(cst) === "other") continue;
+    yield* deleted(ctx, child, e.name, `${path}/${e.name}`, cst);
+  }
+}
+
+function* added(
+  ctx: Ctx,
+  dir: Dir,
+  name: string,
+  path: string,
+  st: Stat,
+  scope: IgnoreScope | null,
+  inSnapshot = false,
+): Generator<FileChange> {
+  const isDir = st.kind === "dir";
+  if (!inSnapshot && scope?.isIgnored(path, isDir)) {
+    ctx.stats.skippedIgnored++;
+    if (isDir && ctx.opts.nestedGit === "reject") {
+      using child = dir.openDir(name);
+      findNestedGit(child, path);
+    }
+    return;
+  }
+  if (!isDir) {
+    const side = readSide(ctx, dir, name, path, st);
+    count(ctx, side.bytes.length);
+    yield { path, old: null, new: side };
+    return;
+  }
+  using child = dir.openDir(name);
+  const childScope = scope ? scope.enter(path, readGitignore(child)) : null;
+  for (const e of child.sortedEntries()) {
+    const cpath = `${path}/${e.name}`;
+    if (e.name === GIT_NAME) {
+      if (ctx.opts.nestedGit === "reject") throw new RejectedError(`nested .git at ${cpath}`);
+      continue;
+    }
+    const cst = child.statAt(e.name);
+    if (cst === null) continue;
+    if (kindOf(cst) === "other") {
+      ctx.stats.skippedSpecial++;
+      continue;
+    }
+    yield* added(ctx, child, e.name, cpath, cst, childScope);
+  }
+}
+
+/** Walks a directory that capture skips (ignored), only to find a nested `.git`. */
+function findNestedGit(dir: Dir, rel: string): void {
+  for (const e of dir.entries()) {
+    const path = `${rel}/${e.name}`;
+    if (e.name === GIT_NAME) throw new RejectedError(`nested .git at ${path}`);
+    const kind = e.kind ?? dir.statAt(e.name)?.kind;
+    if (kind === "dir") {
+      using child = dir.openDir(e.name);
+      findNestedGit(child, path);
+    }
+  }
+}

@@ -1,0 +1,736 @@
+/**
+ * Directory descriptors that never follow a symlink below the root they were
+ * opened at. Every walk, copy, read and removal of a project tree goes
+ * through {@linkcode Dir}: a planted symlink at any step is an error, a FIFO
+ * is never opened blocking, and new files are created `O_EXCL`.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import {
+  AT,
+  check,
+  cstr,
+  E,
+  errno,
+  FICLONE,
+  FsError,
+  libc,
+  O,
+  RENAME_NOREPLACE,
+  retryEintr,
+} from "./ffi.ts";
+
+/** What an entry is, from `statx` or `d_type`. */
+export type EntryKind = "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block";
+
+/** The subset of `statx` marsh uses; times in nanoseconds. */
+export interface Stat {
+  readonly kind: EntryKind;
+  /** Permission bits and set-id bits (`mode & 0o7777`). */
+  readonly perm: number;
+  readonly dev: bigint;
+  readonly ino: bigint;
+  readonly nlink: number;
+  readonly uid: number;
+  readonly size: number;
+  readonly mtimeNs: bigint;
+  readonly ctimeNs: bigint;
+}
+
+/** One name in a directory listing, with its kind when the file system says it. */
+export interface Entry {
+  readonly name: string;
+  /** `undefined` when the file system reports `DT_UNKNOWN`: stat it. */
+  readonly kind: EntryKind | undefined;
+}
+
+/** How a regular file's bytes were copied: the strategy that actually ran. */
+export type CopyStrategy = "reflink" | "copy_file_range" | "readwrite";
+
+/** A path component that was a symlink where marsh needed a directory or a file. */
+export class SymlinkRefusedError extends Error {
+  override name = "SymlinkRefusedError";
+  constructor(readonly path: string, options?: ErrorOptions) {
+    super(`refusing to follow a symlink at ${path}`, options);
+  }
+}
+
+/** An entry that is not of the kind a step requires (a FIFO where a file was expected). */
+export class WrongKindError extends Error {
+  override name = "WrongKindError";
+  constructor(readonly path: string, readonly kind: EntryKind, readonly wanted: EntryKind) {
+    super(`${path} is a ${describeKind(kind)}, not a ${describeKind(wanted)}`);
+  }
+}
+
+/** A file larger than the caller's bound. */
+export class TooLargeError extends Error {
+  override name = "TooLargeError";
+  constructor(readonly path: string, readonly size: number, readonly limit: number) {
+    super(`${path} is larger than ${limit} bytes: ${size} bytes`);
+  }
+}
+
+function describeKind(kind: EntryKind): string {
+  switch (kind) {
+    case "file":
+      return "regular file";
+    case "dir":
+      return "directory";
+    case "symlink":
+      return "symlink";
+    case "fifo":
+      return "FIFO";
+    case "socket":
+      return "socket";
+    case "char":
+      return "character device";
+    case "block":
+      return "block device";
+  }
+}
+
+const STATX_BASIC_STATS = 0x7ff;
+const AT_STATX_SYNC_AS_STAT = 0;
+const STATX_SIZE = 256;
+const statxBuf = new Uint8Array(STATX_SIZE);
+const statxView = new DataView(statxBuf.buffer);
+const EMPTY = cstr("");
+
+function kindFromMode(mode: number): EntryKind {
+  switch (mode & 0o170000) {
+    case 0o100000:
+      return "file";
+    case 0o040000:
+      return "dir";
+    case 0o120000:
+      return "symlink";
+    case 0o010000:
+      return "fifo";
+    case 0o140000:
+      return "socket";
+    case 0o020000:
+      return "char";
+    default:
+      return "block";
+  }
+}
+
+function kindFromDtype(t: number): EntryKind | undefined {
+  switch (t) {
+    case 8:
+      return "file";
+    case 4:
+      return "dir";
+    case 10:
+      return "symlink";
+    case 1:
+      return "fifo";
+    case 12:
+      return "socket";
+    case 2:
+      return "char";
+    case 6:
+      return "block";
+    default:
+      return undefined;
+  }
+}
+
+function makedev(major: number, minor: number): bigint {
+  const ma = BigInt(major), mi = BigInt(minor);
+  return ((ma & 0xfffff000n) << 32n) | ((ma & 0xfffn) << 8n) | ((mi & 0xffffff00n) << 12n) |
+    (mi & 0xffn);
+}
+
+function decodeStatx(): Stat {
+  const v = statxView;
+  const ts = (off: number) =>
+    v.getBigInt64(off, true) * 1_000_000_000n + BigInt(v.getUint32(off + 8, true));
+  const mode = v.getUint16(28, true);
+  return {
+    kind: kindFromMode(mode),
+    perm: mode & 0o7777,
+    nlink: v.getUint32(16, true),
+    uid: v.getUint32(20, true),
+    ino: v.getBigUint64(32, true),
+    size: Number(v.getBigUint64(40, true)),
+    ctimeNs: ts(96),
+    mtimeNs: ts(112),
+    dev: makedev(v.getUint32(136, true), v.getUint32(140, true)),
+  };
+}
+
+function statFd(fd: number, path: string): Stat {
+  check(libc().statx(fd, EMPTY, AT.EMPTY_PATH, STATX_BASIC_STATS, statxBuf), "fstat", path);
+  return decodeStatx();
+}
+
+const fatalUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Rejects names that could leave the directory or that a path cannot carry. */
+function checkName(name: string, where: string): void {
+  if (name === "" || name === "." || name === ".." || name.includes("/") || name.includes("\0")) {
+    throw new TypeError(`invalid file name in ${where}: ${JSON.stringify(name)}`);
+  }
+}
+
+function join(dir: string, name: string): string {
+  return dir.endsWith("/") ? dir + name : `${dir}/${name}`;
+}
+
+/** Closes an fd, ignoring nothing: a failed close is reported. */
+function closeFd(fd: number, path: string): void {
+  check(libc().close(fd), "close", path);
+}
+
+/**
+ * An open directory. Children are opened one component at a time with
+ * `O_NOFOLLOW`, so nothing below the root is ever reached through a symlink.
+ */
+export class Dir implements Disposable {
+  #fd: number;
+  /** The path this directory was reached by, for messages only; never re-resolved. */
+  readonly path: string;
+
+  private constructor(fd: number, path: string) {
+    this.#fd = fd;
+    this.path = path;
+  }
+
+  /**
+   * Opens an absolute directory path given by the user. Symlinks in this path
+   * are followed (it is the caller's own choice of root); nothing below it is.
+   */
+  static openAbsolute(path: string): Dir {
+    if (!path.startsWith("/")) throw new TypeError(`not an absolute path: ${path}`);
+    const fd = retryEintr(() =>
+      libc().openat(AT.FDCWD, cstr(path), O.RDONLY | O.DIRECTORY | O.CLOEXEC, 0)
+    );
+    if (fd === -1) throw new FsError("open", path, errno());
+    return new Dir(fd, path);
+  }
+
+  /** The canonical absolute path (`realpath(3)`) of a user-given path. */
+  static realPath(path: string): string {
+    const out = new Uint8Array(4097);
+    const r = libc().realpath(cstr(path), out);
+    if (r === null) throw new FsError("realpath", path, errno());
+    const end = out.indexOf(0);
+    return fatalUtf8.decode(out.subarray(0, end));
+  }
+
+  /** The raw descriptor, for the few callers (copy strategies) that pair two fds. */
+  get fd(): number {
+    if (this.#fd < 0) throw new Error(`directory already closed: ${this.path}`);
+    return this.#fd;
+  }
+
+  /** `fstat` of this directory itself. */
+  stat(): Stat {
+    return statFd(this.fd, this.path);
+  }
+
+  /** `fstatat(name, AT_SYMLINK_NOFOLLOW)`, or `null` when absent. */
+  statAt(name: string): Stat | null {
+    checkName(name, this.path);
+    const r = libc().statx(
+      this.fd,
+      cstr(name),
+      AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
+      STATX_BASIC_STATS,
+      statxBuf,
+    );
+    if (r === -1) {
+      const e = errno();
+      if (e === E.ENOENT) return null;
+      throw new FsError("fstatat", join(this.path, name), e);
+    }
+    return decodeStatx();
+  }
+
+  /**
+   * Opens a child directory without following a symlink.
+   *
+   * @throws {SymlinkRefusedError} when the child is a symlink
+   * @throws {WrongKindError} when it is something other than a directory
+   * @throws {FsError} otherwise (ENOENT when absent)
+   */
+  openDir(name: string): Dir {
+    checkName(name, this.path);
+    const path = join(this.path, name);
+    const fd = retryEintr(() =>
+      libc().openat(this.fd, cstr(name), O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
+    );
+    if (fd === -1) {
+      const e = errno();
+      if (e === E.ELOOP) throw new SymlinkRefusedError(path);
+      if (e === E.ENOTDIR) {
+        const st = this.statAt(name);
+        if (st?.kind === "symlink") throw new SymlinkRefusedError(path);
+        if (st) throw new WrongKindError(path, st.kind, "dir");
+      }
+      throw new FsError("openat", path, e);
+    }
+    return new Dir(fd, path);
+  }
+
+  /** Opens a `/`-separated relative path one no-follow component at a time. */
+  openPath(rel: string): Dir {
+    const parts = rel.split("/").filter((p) => p !== "" && p !== ".");
+    if (parts.length === 0) return this.dup();
+    let cur: Dir = this;
+    for (const part of parts) {
+      const next: Dir = cur.openDir(part);
+      if (cur !== this) cur.close();
+      cur = next;
+    }
+    return cur;
+  }
+
+  /** Another descriptor for the same directory (closing one leaves the other open). */
+  dup(): Dir {
+    const fd = retryEintr(() =>
+      libc().openat(this.fd, cstr("."), O.RDONLY | O.DIRECTORY | O.CLOEXEC, 0)
+    );
+    if (fd === -1) throw new FsError("openat", this.path, errno());
+    return new Dir(fd, this.path);
+  }
+
+  /** `mkdirat`; throws FsError EEXIST when the name exists (of any kind). */
+  mkdir(name: string, mode = 0o755): void {
+    checkName(name, this.path);
+    check(libc().mkdirat(this.fd, cstr(name), mode), "mkdirat", join(this.path, name));
+  }
+
+  /** Opens a child directory, creating it first when absent; a symlink there is refused. */
+  ensureDir(name: string, mode = 0o755): Dir {
+    checkName(name, this.path);
+    const r = libc().mkdirat(this.fd, cstr(name), mode);
+    if (r === -1) {
+      const e = errno();
+      if (e !== E.EEXIST) throw new FsError("mkdirat", join(this.path, name), e);
+    }
+    return this.openDir(name);
+  }
+
+  /** The names in this directory, without `.` and `..`, in no particular order. */
+  entries(): Entry[] {
+    const out: Entry[] = [];
+    const buf = new Uint8Array(64 * 1024);
+    const view = new DataView(buf.buffer);
+    // getdents64 continues from the fd's offset; a dup'ed fd shares it, so list
+    // through a fresh descriptor to start at the beginning every time.
+    using fresh = this.dup();
+    for (;;) {
+      const n = check(libc().getdents64(fresh.fd, buf, BigInt(buf.length)), "getdents64", this.path);
+      if (n === 0) break;
+      let off = 0;
+      while (off < n) {
+        const reclen = view.getUint16(off + 16, true);
+        const dtype = buf[off + 18] ?? 0;
+        const nameStart = off + 19;
+        let nameEnd = nameStart;
+        while (nameEnd < off + reclen && buf[nameEnd] !== 0) nameEnd++;
+        const raw = buf.subarray(nameStart, nameEnd);
+        off += reclen;
+        if ((raw.length === 1 && raw[0] === 0x2e) || (raw.length === 2 && raw[0] === 0x2e && raw[1] === 0x2e)) {
+          continue;
+        }
+        let name: string;
+        try {
+          name = fatalUtf8.decode(raw);
+        } catch (cause) {
+          const shown = Array.from(raw, (b) =>
+            b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`
+          ).join("");
+          throw new Error(`file name is not valid UTF-8 in ${this.path}: "${shown}"`, { cause });
+        }
+        out.push({ name, kind: kindFromDtype(dtype) });
+      }
+    }
+    return out;
+  }
+
+  /** Entries sorted by the bytes of their names, as Git orders paths. */
+  sortedEntries(): Entry[] {
+    return this.entries().sort((a, b) => compareNames(a.name, b.name));
+  }
+
+  /**
+   * Opens a child regular file for reading: `O_NOFOLLOW | O_NONBLOCK`, then
+   * `fstat` must say regular, so a FIFO never blocks and a symlink is never read.
+   */
+  openFile(name: string): FileHandle {
+    checkName(name, this.path);
+    const path = join(this.path, name);
+    const fd = retryEintr(() =>
+      libc().openat(
+        this.fd,
+        cstr(name),
+        O.RDONLY | O.NOFOLLOW | O.NONBLOCK | O.NOCTTY | O.CLOEXEC,
+        0,
+      )
+    );
+    if (fd === -1) {
+      const e = errno();
+      if (e === E.ELOOP) throw new SymlinkRefusedError(path);
+      if (e === E.ENXIO) throw new WrongKindError(path, "socket", "file");
+      throw new FsError("openat", path, e);
+    }
+    const file = new FileHandle(fd, path);
+    const st = file.stat();
+    if (st.kind !== "file") {
+      file.close();
+      throw new WrongKindError(path, st.kind, "file");
+    }
+    return file;
+  }
+
+  /**
+   * Reads a whole regular file of at most `limit` bytes.
+   *
+   * @throws {TooLargeError} when the file is (or grows) past `limit`
+   */
+  readFile(name: string, limit: number): Uint8Array {
+    using file = this.openFile(name);
+    return file.readAll(limit);
+  }
+
+  /** Reads a file, or returns `null` when it is absent. Other kinds still throw. */
+  readFileIfExists(name: string, limit: number): Uint8Array | null {
+    try {
+      return this.readFile(name, limit);
+    } catch (error) {
+      if (error instanceof FsError && error.errno === E.ENOENT) return null;
+      throw error;
+    }
+  }
+
+  /** Creates a new file `O_CREAT | O_EXCL | O_NOFOLLOW` and returns it open for writing. */
+  createFile(name: string, mode = 0o644): FileHandle {
+    checkName(name, this.path);
+    const path = join(this.path, name);
+    const fd = retryEintr(() =>
+      libc().openat(
+        this.fd,
+        cstr(name),
+        O.WRONLY | O.CREAT | O.EXCL | O.NOFOLLOW | O.CLOEXEC,
+        mode,
+      )
+    );
+    if (fd === -1) {
+      const e = errno();
+      if (e === E.EEXIST && this.statAt(name)?.kind === "symlink") {
+        throw new SymlinkRefusedError(path);
+      }
+      throw new FsError("openat", path, e);
+    }
+    return new FileHandle(fd, path);
+  }
+
+  /** Creates a new file with these bytes; its mode is set exactly (umask does not apply). */
+  writeNewFile(name: string, data: Uint8Array, mode = 0o644): void {
+    using file = this.createFile(name, mode);
+    file.writeAll(data);
+    file.chmod(mode);
+  }
+
+  /** A symlink's target bytes. */
+  readlink(name: string): Uint8Array {
+    checkName(name, this.path);
+    const buf = new Uint8Array(4096);
+    const n = check(
+      libc().readlinkat(this.fd, cstr(name), buf, BigInt(buf.length)),
+      "readlinkat",
+      join(this.path, name),
+    );
+    return buf.slice(0, n);
+  }
+
+  /** Creates a symlink `name` whose target is the given bytes. */
+  symlink(target: Uint8Array, name: string): void {
+    checkName(name, this.path);
+    if (target.includes(0) || target.length === 0) {
+      throw new TypeError(`invalid symlink target for ${join(this.path, name)}`);
+    }
+    const t = new Uint8Array(target.length + 1);
+    t.set(target);
+    check(libc().symlinkat(t, this.fd, cstr(name)), "symlinkat", join(this.path, name));
+  }
+
+  /** Renames a child into another directory; never replaces an existing destination. */
+  rename(name: string, to: Dir, toName: string): void {
+    checkName(name, this.path);
+    checkName(toName, to.path);
+    check(
+      libc().renameat2(this.fd, cstr(name), to.fd, cstr(toName), RENAME_NOREPLACE),
+      "renameat",
+      join(this.path, name),
+    );
+  }
+
+  /** Removes a non-directory child. */
+  unlink(name: string): void {
+    checkName(name, this.path);
+    check(libc().unlinkat(this.fd, cstr(name), 0), "unlinkat", join(this.path, name));
+  }
+
+  /** Removes an empty child directory. */
+  rmdir(name: string): void {
+    checkName(name, this.path);
+    check(libc().unlinkat(this.fd, cstr(name), AT.REMOVEDIR), "unlinkat", join(this.path, name));
+  }
+
+  /**
+   * Removes a child and everything below it through descriptors: a symlink is
+   * unlinked, never followed. Absent is fine.
+   */
+  removeTree(name: string): void {
+    const st = this.statAt(name);
+    if (st === null) return;
+    if (st.kind !== "dir") {
+      this.unlink(name);
+      return;
+    }
+    {
+      using child = this.openDir(name);
+      child.clear();
+    }
+    this.rmdir(name);
+  }
+
+  /** Removes everything inside this directory, keeping the directory. */
+  clear(): void {
+    for (const entry of this.entries()) {
+      const kind = entry.kind ?? this.statAt(entry.name)?.kind;
+      if (kind === undefined) continue;
+      if (kind === "dir") this.removeTree(entry.name);
+      else this.unlink(entry.name);
+    }
+  }
+
+  /** Sets the mode of this directory. */
+  chmod(mode: number): void {
+    check(libc().fchmod(this.fd, mode), "fchmod", this.path);
+  }
+
+  /** Sets a child's modification time without following a symlink (atime = mtime). */
+  setMtime(name: string, mtimeNs: bigint): void {
+    checkName(name, this.path);
+    check(
+      libc().utimensat(this.fd, cstr(name), timespecs(mtimeNs), AT.SYMLINK_NOFOLLOW),
+      "utimensat",
+      join(this.path, name),
+    );
+  }
+
+  /**
+   * Copies a child regular file into `dest` as a new file (`O_EXCL`), with
+   * its permission bits and mtime, trying `strategy` first and falling back
+   * reflink → copy_file_range → read/write when the file system says no.
+   * Returns the source's stat before and after, so callers can tell a file
+   * that changed while it was copied.
+   */
+  copyFileTo(name: string, dest: Dir, destName: string, strategy: CopyStrategy): CopyResult {
+    using src = this.openFile(name);
+    const before = src.stat();
+    using dst = dest.createFile(destName, 0o600);
+    const used = copyBytes(src, dst, before.size, strategy);
+    dst.chmod(before.perm & 0o777);
+    dst.setMtime(before.mtimeNs);
+    const after = src.stat();
+    return { before, after, strategy: used };
+  }
+
+  /** Closes the descriptor; a second call does nothing. */
+  close(): void {
+    if (this.#fd >= 0) {
+      const fd = this.#fd;
+      this.#fd = -1;
+      closeFd(fd, this.path);
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** What {@linkcode Dir.copyFileTo} saw and did. */
+export interface CopyResult {
+  readonly before: Stat;
+  readonly after: Stat;
+  readonly strategy: CopyStrategy;
+}
+
+/** An open regular file: read, write, stat, and the copy strategies. */
+export class FileHandle implements Disposable {
+  #fd: number;
+  readonly path: string;
+
+  constructor(fd: number, path: string) {
+    this.#fd = fd;
+    this.path = path;
+  }
+
+  get fd(): number {
+    if (this.#fd < 0) throw new Error(`file already closed: ${this.path}`);
+    return this.#fd;
+  }
+
+  stat(): Stat {
+    return statFd(this.fd, this.path);
+  }
+
+  /** Reads into `buf`, returning the count (0 at end of file). */
+  read(buf: Uint8Array): number {
+    return check(retryEintr(() => libc().read(this.fd, buf, BigInt(buf.length))), "read", this.path);
+  }
+
+  /** Reads the rest of the file; throws {@linkcode TooLargeError} past `limit`. */
+  readAll(limit: number): Uint8Array {
+    const size = this.stat().size;
+    if (size > limit) throw new TooLargeError(this.path, size, limit);
+    // One byte of slack tells a file that grew past its stat size.
+    let buf = new Uint8Array(Math.min(size, limit) + 1);
+    let len = 0;
+    for (;;) {
+      if (len === buf.length) {
+        if (len > limit) throw new TooLargeError(this.path, len, limit);
+        const bigger = new Uint8Array(Math.min(buf.length * 2, limit + 1));
+        bigger.set(buf);
+        buf = bigger;
+      }
+      const n = this.read(buf.subarray(len));
+      if (n === 0) break;
+      len += n;
+    }
+    if (len > limit) throw new TooLargeError(this.path, len, limit);
+    return buf.slice(0, len);
+  }
+
+  /** Writes every byte. */
+  writeAll(data: Uint8Array): void {
+    let off = 0;
+    while (off < data.length) {
+      const chunk = data.subarray(off);
+      const n = check(
+        retryEintr(() => libc().write(this.fd, chunk, BigInt(chunk.length))),
+        "write",
+        this.path,
+      );
+      off += n;
+    }
+  }
+
+  chmod(mode: number): void {
+    check(libc().fchmod(this.fd, mode), "fchmod", this.path);
+  }
+
+  setMtime(mtimeNs: bigint): void {
+    check(libc().futimens(this.fd, timespecs(mtimeNs)), "futimens", this.path);
+  }
+
+  /** Flushes to disk (`fsync`). */
+  sync(): void {
+    check(libc().fsync(this.fd), "fsync", this.path);
+  }
+
+  close(): void {
+    if (this.#fd >= 0) {
+      const fd = this.#fd;
+      this.#fd = -1;
+      closeFd(fd, this.path);
+    }
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/** `struct timespec[2]` with atime = mtime = the given time. */
+function timespecs(ns: bigint): Uint8Array {
+  const buf = new Uint8Array(32);
+  const v = new DataView(buf.buffer);
+  const sec = ns / 1_000_000_000n, nsec = ns % 1_000_000_000n;
+  for (const off of [0, 16]) {
+    v.setBigInt64(off, sec, true);
+    v.setBigInt64(off + 8, nsec, true);
+  }
+  return buf;
+}
+
+const COPY_CHUNK = 1 << 20;
+let copyBuf: Uint8Array | undefined;
+
+function copyBytes(
+  src: FileHandle,
+  dst: FileHandle,
+  size: number,
+  strategy: CopyStrategy,
+): CopyStrategy {
+  if (strategy === "reflink") {
+    if (size === 0) return "reflink";
+    const r = libc().ioctl(dst.fd, FICLONE, src.fd);
+    if (r === 0) return "reflink";
+    const e = errno();
+    if (![E.EOPNOTSUPP, E.EXDEV, E.EINVAL, E.ENOTTY, E.EPERM].includes(e as 95)) {
+      throw new FsError("ioctl(FICLONE)", dst.path, e);
+    }
+    strategy = "copy_file_range";
+  }
+  if (strategy === "copy_file_range") {
+    let first = true;
+    for (;;) {
+      const n = Number(
+        libc().copy_file_range(src.fd, null, dst.fd, null, BigInt(COPY_CHUNK * 64), 0),
+      );
+      if (n === 0) return "copy_file_range";
+      if (n === -1) {
+        const e = errno();
+        if (e === E.EINTR) continue;
+        if (first && [E.ENOSYS, E.EXDEV, E.EOPNOTSUPP, E.EINVAL].includes(e as 38)) break;
+        throw new FsError("copy_file_range", dst.path, e);
+      }
+      first = false;
+    }
+  }
+  copyBuf ??= new Uint8Array(COPY_CHUNK);
+  for (;;) {
+    const n = src.read(copyBuf);
+    if (n === 0) return "readwrite";
+    dst.writeAll(copyBuf.subarray(0, n));
+  }
+}
+
+/** Orders names by their UTF-8 bytes, as Git sorts paths. */
+export function compareNames(a: string, b: string): number {
+  // For strings without surrogates, UTF-16 order equals code point order,
+  // which equals UTF-8 byte order; fall back to bytes only when needed.
+  if (a === b) return 0;
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i), y = b.charCodeAt(i);
+    if (x !== y) {
+      if (x >= 0xd800 || y >= 0xd800) return compareBytes(encoder.encode(a), encoder.encode(b));
+      return x - y;
+    }
+  }
+  return a.length - b.length;
+}
+
+const encoder = new TextEncoder();
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return a.length - b.length;
+}

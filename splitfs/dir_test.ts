@@ -1,0 +1,138 @@
+import assert from "node:assert/strict";
+import { Dir, SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
+import { FsError } from "./ffi.ts";
+
+const perms: Deno.PermissionOptions = {
+  ffi: true,
+  read: true,
+  write: true,
+  run: ["mkfifo"],
+};
+
+function tempDir(): string {
+  return Deno.makeTempDirSync({ prefix: "marsh-dir-test-" });
+}
+
+Deno.test({ name: "Dir creates, lists, reads and removes through descriptors", permissions: perms }, () => {
+  const root = tempDir();
+  try {
+    using dir = Dir.openAbsolute(root);
+    using sub = dir.ensureDir("sub");
+    sub.writeNewFile("a.txt", new TextEncoder().encode("hello\n"), 0o755);
+    sub.symlink(new TextEncoder().encode("../elsewhere"), "link");
+    assert.deepEqual(sub.sortedEntries().map((e) => [e.name, e.kind]), [
+      ["a.txt", "file"],
+      ["link", "symlink"],
+    ]);
+    assert.equal(new TextDecoder().decode(sub.readFile("a.txt", 100)), "hello\n");
+    assert.equal(Deno.statSync(`${root}/sub/a.txt`).mode! & 0o777, 0o755);
+    assert.equal(new TextDecoder().decode(sub.readlink("link")), "../elsewhere");
+    assert.equal(sub.statAt("missing"), null);
+    assert.equal(sub.statAt("link")?.kind, "symlink");
+    dir.removeTree("sub");
+    assert.equal(dir.statAt("sub"), null);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir refuses a symlink planted where a directory is expected", permissions: perms }, () => {
+  const root = tempDir();
+  const outside = tempDir();
+  try {
+    Deno.symlinkSync(outside, `${root}/planted`);
+    using dir = Dir.openAbsolute(root);
+    assert.throws(() => dir.openDir("planted"), SymlinkRefusedError);
+    assert.throws(() => dir.ensureDir("planted"), SymlinkRefusedError);
+    assert.throws(() => dir.openPath("planted/x"), SymlinkRefusedError);
+    // Nothing was created through the link.
+    assert.deepEqual([...Deno.readDirSync(outside)], []);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+    Deno.removeSync(outside, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir never reads or writes through a planted file symlink", permissions: perms }, () => {
+  const root = tempDir();
+  const outside = tempDir();
+  try {
+    Deno.writeTextFileSync(`${outside}/secret`, "secret");
+    Deno.symlinkSync(`${outside}/secret`, `${root}/f`);
+    using dir = Dir.openAbsolute(root);
+    assert.throws(() => dir.readFile("f", 100), SymlinkRefusedError);
+    assert.throws(() => dir.createFile("f"), SymlinkRefusedError);
+    assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
+    // removeTree unlinks the link itself, never its target.
+    dir.removeTree("f");
+    assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+    Deno.removeSync(outside, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir reads of a FIFO fail at once instead of blocking", permissions: perms }, async () => {
+  const root = tempDir();
+  try {
+    const made = await new Deno.Command("mkfifo", { args: [`${root}/fifo`] }).output();
+    assert.equal(made.code, 0);
+    using dir = Dir.openAbsolute(root);
+    const err = assert.throws(() => dir.readFile("fifo", 100), WrongKindError);
+    void err;
+    assert.equal(dir.statAt("fifo")?.kind, "fifo");
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir creates files exclusively and bounds reads", permissions: perms }, () => {
+  const root = tempDir();
+  try {
+    using dir = Dir.openAbsolute(root);
+    dir.writeNewFile("x", new Uint8Array(10));
+    assert.throws(
+      () => dir.writeNewFile("x", new Uint8Array(1)),
+      (e) => e instanceof FsError && e.code === "EEXIST",
+    );
+    assert.equal(dir.readFile("x", 10).length, 10);
+    assert.throws(() => dir.readFile("x", 9), TooLargeError);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir copies a file with its mode and mtime by every strategy", permissions: perms }, () => {
+  const root = tempDir();
+  try {
+    const data = new Uint8Array(3 * 1024 * 1024 + 7).map((_, i) => (i * 31) & 0xff);
+    Deno.writeFileSync(`${root}/src`, data, { mode: 0o751 });
+    Deno.chmodSync(`${root}/src`, 0o751);
+    using dir = Dir.openAbsolute(root);
+    for (const strategy of ["reflink", "copy_file_range", "readwrite"] as const) {
+      const r = dir.copyFileTo("src", dir, `dst-${strategy}`, strategy);
+      assert.deepEqual(Deno.readFileSync(`${root}/dst-${strategy}`), data);
+      assert.equal(Deno.statSync(`${root}/dst-${strategy}`).mode! & 0o777, 0o751);
+      assert.equal(dir.statAt(`dst-${strategy}`)?.mtimeNs, r.before.mtimeNs);
+      assert.ok(["reflink", "copy_file_range", "readwrite"].includes(r.strategy));
+      if (strategy === "readwrite") assert.equal(r.strategy, "readwrite");
+    }
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});
+
+Deno.test({ name: "Dir identity survives a rename and changes on replacement", permissions: perms }, () => {
+  const root = tempDir();
+  try {
+    using dir = Dir.openAbsolute(root);
+    using a = dir.ensureDir("a");
+    const id = a.stat();
+    dir.rename("a", dir, "b");
+    assert.equal(dir.statAt("b")?.ino, id.ino);
+    Deno.mkdirSync(`${root}/a`);
+    assert.notEqual(dir.statAt("a")?.ino, id.ino);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+  }
+});

@@ -1,0 +1,190 @@
+/**
+ * The only FFI boundary of marsh: the handful of libc calls that descriptor-
+ * relative, no-follow file-system work needs. Every call is checked where it
+ * returns and turned into an {@linkcode FsError} naming the call and the path.
+ *
+ * Needs `--allow-ffi=<libc path>`. `errno` is read by `memcpy` out of
+ * `__errno_location()` because `Deno.UnsafePointerView` would need unscoped
+ * `--allow-ffi` (DESIGN.md §4).
+ *
+ * @module
+ */
+
+/** Where glibc lives on the Linux hosts marsh supports. */
+export const LIBC_CANDIDATES = [
+  "/lib/x86_64-linux-gnu/libc.so.6",
+  "/usr/lib/x86_64-linux-gnu/libc.so.6",
+  "/lib/aarch64-linux-gnu/libc.so.6",
+  "/usr/lib/aarch64-linux-gnu/libc.so.6",
+  "/lib64/libc.so.6",
+  "/usr/lib64/libc.so.6",
+] as const;
+
+const SYMBOLS = {
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+  close: { parameters: ["i32"], result: "i32" },
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
+  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
+  symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
+  read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" },
+  copy_file_range: {
+    parameters: ["i32", "pointer", "i32", "pointer", "usize", "u32"],
+    result: "isize",
+  },
+  ioctl: { parameters: ["i32", "u64", "i32"], result: "i32" },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  futimens: { parameters: ["i32", "buffer"], result: "i32" },
+  utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
+  fsync: { parameters: ["i32"], result: "i32" },
+  realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
+  __errno_location: { parameters: [], result: "pointer" },
+  memcpy: { parameters: ["buffer", "pointer", "usize"], result: "pointer" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/** Open flags, Linux x86_64/aarch64 values. */
+export const O = {
+  RDONLY: 0,
+  WRONLY: 1,
+  RDWR: 2,
+  CREAT: 0o100,
+  EXCL: 0o200,
+  NOCTTY: 0o400,
+  TRUNC: 0o1000,
+  NONBLOCK: 0o4000,
+  DIRECTORY: 0o200000,
+  NOFOLLOW: 0o400000,
+  CLOEXEC: 0o2000000,
+} as const;
+
+/** `*at` flags. */
+export const AT = {
+  FDCWD: -100,
+  SYMLINK_NOFOLLOW: 0x100,
+  REMOVEDIR: 0x200,
+  EMPTY_PATH: 0x1000,
+} as const;
+
+/** `renameat2` flag: fail instead of replacing the destination. */
+export const RENAME_NOREPLACE = 1;
+
+/** `ioctl(dst, FICLONE, src)`: share the source's extents (reflink). */
+export const FICLONE = 0x40049409n;
+
+/** The errno values marsh branches on. */
+export const E = {
+  EPERM: 1,
+  ENOENT: 2,
+  EINTR: 4,
+  ENXIO: 6,
+  EBADF: 9,
+  EAGAIN: 11,
+  EACCES: 13,
+  EEXIST: 17,
+  EXDEV: 18,
+  ENOTDIR: 20,
+  EISDIR: 21,
+  EINVAL: 22,
+  ENOTTY: 25,
+  ETXTBSY: 26,
+  ENOSPC: 28,
+  ENOSYS: 38,
+  ENOTEMPTY: 39,
+  ELOOP: 40,
+  EOPNOTSUPP: 95,
+} as const;
+
+const ERRNO_NAMES: Record<number, string> = Object.fromEntries(
+  Object.entries(E).map(([k, v]) => [v, k]),
+);
+
+/** A libc call that failed: which call, on which path, with which errno. */
+export class FsError extends Error {
+  override name = "FsError";
+  constructor(
+    readonly call: string,
+    readonly path: string,
+    readonly errno: number,
+    options?: ErrorOptions,
+  ) {
+    super(`${call} "${path}": ${errnoName(errno)}`, options);
+  }
+  /** The errno's symbolic name, for example `ENOENT`. */
+  get code(): string {
+    return errnoName(this.errno);
+  }
+}
+
+/** `ENOENT` for 2, `errno 123` for a value marsh has no name for. */
+export function errnoName(errno: number): string {
+  return ERRNO_NAMES[errno] ?? `errno ${errno}`;
+}
+
+type Libc = Deno.DynamicLibrary<typeof SYMBOLS>["symbols"];
+
+let lib: Deno.DynamicLibrary<typeof SYMBOLS> | undefined;
+
+/**
+ * The libc symbols, opened on first use.
+ *
+ * @throws {Error} when no glibc is found at the known paths
+ */
+export function libc(): Libc {
+  if (lib === undefined) {
+    let lastError: unknown;
+    for (const path of LIBC_CANDIDATES) {
+      try {
+        lib = Deno.dlopen(path, SYMBOLS);
+        break;
+      } catch (error) {
+        lastError = error;
+      }
+    }
+    if (lib === undefined) {
+      throw new Error(`cannot load glibc from ${LIBC_CANDIDATES.join(", ")}`, {
+        cause: lastError,
+      });
+    }
+  }
+  return lib.symbols;
+}
+
+const errnoBuf = new Uint8Array(4);
+const errnoView = new DataView(errnoBuf.buffer);
+
+/** The calling thread's errno, read right after a failed call. */
+export function errno(): number {
+  const c = libc();
+  c.memcpy(errnoBuf, c.__errno_location(), 4n);
+  return errnoView.getInt32(0, true);
+}
+
+const encoder = new TextEncoder();
+
+/** A NUL-terminated copy of `s` for a `char *` parameter. */
+export function cstr(s: string): Uint8Array<ArrayBuffer> {
+  const bytes = encoder.encode(s);
+  if (bytes.includes(0)) throw new TypeError(`path contains a NUL byte: ${JSON.stringify(s)}`);
+  const out = new Uint8Array(bytes.length + 1);
+  out.set(bytes);
+  return out;
+}
+
+/** Throws {@linkcode FsError} when a call returned -1; otherwise returns the value. */
+export function check(result: number | bigint, call: string, path: string): number {
+  const n = Number(result);
+  if (n === -1) throw new FsError(call, path, errno());
+  return n;
+}
+
+/** Retries a call that failed with EINTR. */
+export function retryEintr(fn: () => number | bigint): number {
+  for (;;) {
+    const n = Number(fn());
+    if (n !== -1 || errno() !== E.EINTR) return n;
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * Names inside a project's split state (spec 000 §5):
+ * `<root>/.marsh/split/<id>/{base, <label>, .admin/<label>, store.git, out/<label>}`.
+ *
+ * @module
+ */
+
+/** The project's marsh state directory. */
+export const MARSH_DIR = ".marsh";
+/** Under `.marsh`: one directory per split. */
+export const SPLIT_DIR = "split";
+/** Under `.marsh`: released splits wait here to be deleted. */
+export const TRASH_DIR = ".trash";
+/** Under a split: the frozen snapshot. */
+export const BASE_DIR = "base";
+/** Under a split: per-fork Git admin directories. */
+export const ADMIN_DIR = ".admin";
+/** Under a split: the object store for pre- and post-image blobs. */
+export const STORE_DIR = "store.git";
+/** Under a split: the results. */
+export const OUT_DIR = "out";
+
+const RESERVED = new Set([BASE_DIR, OUT_DIR, STORE_DIR]);
+const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+
+/** The reason a label is unusable, or `null` when it is fine. */
+export function labelProblem(label: string): string | null {
+  if (!LABEL.test(label)) {
+    return `invalid label "${label}": use 1-63 letters, digits, "_", "." or "-", starting with a letter or digit`;
+  }
+  if (RESERVED.has(label)) return `invalid label "${label}": the name is reserved`;
+  return null;
+}
+
+const ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
+
+/** The reason a split id is unusable as a directory name, or `null`. */
+export function splitIdProblem(id: string): string | null {
+  return ID.test(id) ? null : `invalid split id "${id}"`;
+}

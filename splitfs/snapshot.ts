@@ -1,0 +1,151 @@
+/**
+ * Snapshot (spec 000 §8 M2): copy the admitted entries of a source tree into
+ * a split's `base/` through no-follow descriptors, pruning ignored entries,
+ * special files and nested `.git` entries.
+ *
+ * On these machines there is no reflink, so copying everything and pruning
+ * afterwards (as the macOS clone does) would copy `node_modules` only to
+ * delete it; the walk decides admission before copying instead, which gives
+ * the same base.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import type { CopyStrategy, Dir, Stat } from "./dir.ts";
+import { SnapshotError } from "./errors.ts";
+import type { IgnoreScope } from "./ignore_rules.ts";
+
+/** The name Git uses for its metadata; pruned at every depth. */
+export const GIT_NAME = ".git";
+/** Files copied per snapshot before a copy is trusted: one copy plus three re-copies. */
+export const COPY_ATTEMPTS = 4;
+
+/** What a snapshot walk saw, for the manifest and the progress line. */
+export interface SnapshotStats {
+  files: number;
+  dirs: number;
+  symlinks: number;
+  bytes: number;
+  prunedIgnored: number;
+  prunedSpecial: number;
+  prunedGit: number;
+  /** The weakest copy strategy any file needed. */
+  strategy: CopyStrategy;
+}
+
+/** Reports progress every few hundred files. */
+export type Progress = (stats: Readonly<SnapshotStats>) => void;
+
+/** How to take one snapshot. */
+export interface SnapshotOptions {
+  /** The source tree: the project root, or a creator's fork for a nested split. */
+  readonly source: Dir;
+  /** The empty `base/` directory to fill. */
+  readonly dest: Dir;
+  /** The root ignore scope, or `null` to admit ignored entries (non-Git sources). */
+  readonly ignore: IgnoreScope | null;
+  /** Top-level names that never enter a snapshot (`.marsh`). */
+  readonly skipTop: ReadonlySet<string>;
+  readonly strategy?: CopyStrategy;
+  readonly progress?: Progress;
+}
+
+const STRATEGY_RANK: Record<CopyStrategy, number> = {
+  reflink: 0,
+  copy_file_range: 1,
+  readwrite: 2,
+};
+
+/** Reads a directory's `.gitignore` as data; a symlinked or special one counts as absent. */
+export function readGitignore(dir: Dir): Uint8Array | null {
+  const st = dir.statAt(".gitignore");
+  if (st === null || st.kind !== "file") return null;
+  return dir.readFile(".gitignore", 16 * 1024 * 1024);
+}
+
+/**
+ * Copies the admitted tree. Throws {@linkcode SnapshotError} with
+ * `file kept changing: <path>` when a file changes during three re-copies.
+ */
+export function takeSnapshot(opts: SnapshotOptions): SnapshotStats {
+  const stats: SnapshotStats = {
+    files: 0,
+    dirs: 0,
+    symlinks: 0,
+    bytes: 0,
+    prunedIgnored: 0,
+    prunedSpecial: 0,
+    prunedGit: 0,
+    strategy: opts.strategy ?? "reflink",
+  };
+  const scope = opts.ignore ? opts.ignore.enter("", readGitignore(opts.source)) : null;
+  copyDir(opts, opts.source, opts.dest, "", scope, stats);
+  opts.progress?.(stats);
+  return stats;
+}
+
+function copyDir(
+  opts: SnapshotOptions,
+  src: Dir,
+  dst: Dir,
+  rel: string,
+  scope: IgnoreScope | null,
+  stats: SnapshotStats,
+): void {
+  for (const entry of src.sortedEntries()) {
+    const name = entry.name;
+    const path = rel === "" ? name : `${rel}/${name}`;
+    if (rel === "" && opts.skipTop.has(name)) continue;
+    if (name === GIT_NAME) {
+      stats.prunedGit++;
+      continue;
+    }
+    const st = src.statAt(name);
+    if (st === null) continue; // removed while we walked: not part of the snapshot
+    if (st.kind !== "file" && st.kind !== "dir" && st.kind !== "symlink") {
+      stats.prunedSpecial++;
+      continue;
+    }
+    if (scope?.isIgnored(path, st.kind === "dir")) {
+      stats.prunedIgnored++;
+      continue;
+    }
+    if (st.kind === "dir") {
+      dst.mkdir(name, 0o700);
+      using srcChild = src.openDir(name);
+      using dstChild = dst.openDir(name);
+      const childScope = scope ? scope.enter(path, readGitignore(srcChild)) : null;
+      copyDir(opts, srcChild, dstChild, path, childScope, stats);
+      // Permissions last, so a read-only source directory can still be filled.
+      dstChild.chmod(srcChild.stat().perm);
+      stats.dirs++;
+    } else if (st.kind === "symlink") {
+      dst.symlink(src.readlink(name), name);
+      dst.setMtime(name, st.mtimeNs);
+      stats.symlinks++;
+    } else {
+      copyStable(src, dst, name, path, stats);
+    }
+  }
+}
+
+function sameFile(a: Stat, b: Stat): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.perm === b.perm &&
+    a.ctimeNs === b.ctimeNs;
+}
+
+function copyStable(src: Dir, dst: Dir, name: string, path: string, stats: SnapshotStats): void {
+  for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
+    const r = src.copyFileTo(name, dst, name, stats.strategy);
+    if (STRATEGY_RANK[r.strategy] > STRATEGY_RANK[stats.strategy]) stats.strategy = r.strategy;
+    if (sameFile(r.before, r.after)) {
+      stats.files++;
+      stats.bytes += r.after.size;
+      return;
+    }
+    dst.unlink(name);
+  }
+  throw new SnapshotError(`file kept changing: ${path}`);
+}

@@ -1,0 +1,72 @@
+/**
+ * `store.git`: a bare repository skeleton whose loose objects hold the pre-
+ * and post-image blobs of captured changes, so `git apply --3way` finds them.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import { looseObject } from "../patch/loose_object.ts";
+import type { Dir } from "./dir.ts";
+import { E, FsError } from "./ffi.ts";
+
+const enc = new TextEncoder();
+
+/** An open object store; blobs are written once, content-addressed. */
+export class ObjectStore implements Disposable {
+  #objects: Dir;
+  readonly #fanout = new Map<string, Dir>();
+
+  private constructor(objects: Dir) {
+    this.#objects = objects;
+  }
+
+  /** Creates `name` (a bare repository skeleton) under `parent` and opens it. */
+  static create(parent: Dir, name: string): ObjectStore {
+    parent.mkdir(name, 0o755);
+    using repo = parent.openDir(name);
+    repo.writeNewFile("HEAD", enc.encode("ref: refs/heads/main\n"));
+    repo.writeNewFile(
+      "config",
+      enc.encode("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"),
+    );
+    repo.ensureDir("refs").close();
+    const objects = repo.ensureDir("objects");
+    objects.ensureDir("info").close();
+    objects.ensureDir("pack").close();
+    return new ObjectStore(objects);
+  }
+
+  /** Opens an existing store's `objects/`. */
+  static open(parent: Dir, name: string): ObjectStore {
+    return new ObjectStore(parent.openPath(`${name}/objects`));
+  }
+
+  /** Writes a blob unless present; returns its id. */
+  writeBlob(bytes: Uint8Array): string {
+    const obj = looseObject(bytes);
+    const [fan, rest] = [obj.path.slice(0, 2), obj.path.slice(3)];
+    let dir = this.#fanout.get(fan);
+    if (dir === undefined) {
+      dir = this.#objects.ensureDir(fan);
+      this.#fanout.set(fan, dir);
+    }
+    try {
+      dir.writeNewFile(rest, obj.compressed, 0o444);
+    } catch (error) {
+      if (!(error instanceof FsError && error.errno === E.EEXIST)) throw error;
+    }
+    return obj.id;
+  }
+
+  close(): void {
+    for (const d of this.#fanout.values()) d.close();
+    this.#fanout.clear();
+    this.#objects.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}

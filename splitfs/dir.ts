@@ -214,6 +214,23 @@ export class Dir implements Disposable {
     return new Dir(fd, path);
   }
 
+  /**
+   * Reads a file of the user's own outside any project (`~/.gitconfig`, the
+   * global excludes file). Symlinks are followed, as Git follows them there;
+   * the open is still non-blocking and the file must be regular.
+   */
+  static readAbsolute(path: string, limit: number): Uint8Array {
+    if (!path.startsWith("/")) throw new TypeError(`not an absolute path: ${path}`);
+    const fd = retryEintr(() =>
+      libc().openat(AT.FDCWD, cstr(path), O.RDONLY | O.NONBLOCK | O.NOCTTY | O.CLOEXEC, 0)
+    );
+    if (fd === -1) throw new FsError("open", path, errno());
+    using file = new FileHandle(fd, path);
+    const st = file.stat();
+    if (st.kind !== "file") throw new WrongKindError(path, st.kind, "file");
+    return file.readAll(limit);
+  }
+
   /** The canonical absolute path (`realpath(3)`) of a user-given path. */
   static realPath(path: string): string {
     const out = new Uint8Array(4097);

@@ -10,15 +10,10 @@
  * @module
  */
 
+import { LIBC_PATHS } from "../protocol/permissions.ts";
+
 /** Where glibc lives on the Linux hosts marsh supports. */
-export const LIBC_CANDIDATES = [
-  "/lib/x86_64-linux-gnu/libc.so.6",
-  "/usr/lib/x86_64-linux-gnu/libc.so.6",
-  "/lib/aarch64-linux-gnu/libc.so.6",
-  "/usr/lib/aarch64-linux-gnu/libc.so.6",
-  "/lib64/libc.so.6",
-  "/usr/lib64/libc.so.6",
-] as const;
+export const LIBC_CANDIDATES = LIBC_PATHS;
 
 const SYMBOLS = {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
@@ -111,12 +106,31 @@ export class FsError extends Error {
     readonly errno: number,
     options?: ErrorOptions,
   ) {
-    super(`${call} "${path}": ${errnoName(errno)}`, options);
+    super(`${call} "${path}": ${describeErrno(errno)}`, options);
   }
   /** The errno's symbolic name, for example `ENOENT`. */
   get code(): string {
     return errnoName(this.errno);
   }
+}
+
+const DESCRIPTIONS: Record<number, string> = {
+  [E.EPERM]: "operation not permitted",
+  [E.ENOENT]: "no such file or directory",
+  [E.EACCES]: "permission denied",
+  [E.EEXIST]: "already exists",
+  [E.EXDEV]: "crosses file systems",
+  [E.ENOTDIR]: "not a directory",
+  [E.EISDIR]: "is a directory",
+  [E.ENOSPC]: "no space left on device",
+  [E.ENOTEMPTY]: "directory not empty",
+  [E.ELOOP]: "is a symlink (not followed)",
+};
+
+/** A short description and the symbolic name: `no such file or directory (ENOENT)`. */
+export function describeErrno(errno: number): string {
+  const d = DESCRIPTIONS[errno];
+  return d ? `${d} (${errnoName(errno)})` : errnoName(errno);
 }
 
 /** `ENOENT` for 2, `errno 123` for a value marsh has no name for. */

@@ -16,8 +16,8 @@ import { E, FsError } from "./ffi.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { CopyForkStrategy, type Fork, type ForkStrategy } from "./fork.ts";
 import { GITFILE_ROOT_REFUSAL, type GitSource, readGitSource } from "./git_source.ts";
-import { loadIgnoreRules } from "./ignore_load.ts";
-import type { IgnoreRules } from "./ignore_rules.ts";
+import { ignoreRulesOf, type IgnoreInputs, loadIgnoreInputs } from "./ignore_load.ts";
+import { readRel } from "./read_rel.ts";
 import {
   ADMIN_DIR,
   BASE_DIR,
@@ -81,7 +81,7 @@ export class SplitWorkspace implements Disposable {
   readonly #admins: Dir;
   readonly #out: Dir;
   readonly #store: ObjectStore;
-  readonly #ignore: IgnoreRules | null;
+  readonly #ignore: IgnoreInputs | null;
   readonly #forks = new Map<string, Fork>();
   readonly #strategy: ForkStrategy;
 
@@ -97,7 +97,7 @@ export class SplitWorkspace implements Disposable {
     out: Dir;
     store: ObjectStore;
     git: GitSource | null;
-    ignore: IgnoreRules | null;
+    ignore: IgnoreInputs | null;
     snapshot: SnapshotStats;
     snapshotMs: number;
     strategy: ForkStrategy;
@@ -161,7 +161,7 @@ export class SplitWorkspace implements Disposable {
       const dir = splits.openDir(opts.id);
       opened.push(dir);
       const git = isGit ? readGitSource((rel, max) => readRel(rootDir, rel, max)) : null;
-      const ignore = isGit ? loadIgnoreRules(rootDir, opts.env ?? {}) : null;
+      const ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
       dir.mkdir(BASE_DIR, 0o755);
       const base = dir.openDir(BASE_DIR);
       opened.push(base);
@@ -169,7 +169,7 @@ export class SplitWorkspace implements Disposable {
       const snapshot = takeSnapshot({
         source: rootDir,
         dest: base,
-        ignore,
+        ignore: ignore ? ignoreRulesOf(ignore) : null,
         skipTop: new Set([MARSH_DIR]),
         strategy: opts.copyStrategy,
         progress: opts.progress,
@@ -224,7 +224,7 @@ export class SplitWorkspace implements Disposable {
       objectFormat: this.git?.objectFormat ?? "sha1",
       index: this.git?.index ?? null,
       packedRefs: this.git?.packedRefs ?? null,
-      infoExclude: this.git?.infoExclude ?? null,
+      infoExclude: this.#ignore?.infoExclude ?? null,
       alternates: this.objectDirs,
     };
   }
@@ -289,7 +289,9 @@ export class SplitWorkspace implements Disposable {
       new: f.dir,
       readyNs: f.readyNs,
       nestedGit: "reject",
-      newIgnore: this.#ignore?.forFork(readInfoExclude(this.#admins, label)) ?? null,
+      newIgnore: this.#ignore
+        ? ignoreRulesOf(this.#ignore, readInfoExclude(this.#admins, label))
+        : null,
     }, out, this.#store, opts.textDiffTimeoutMs);
   }
 
@@ -349,26 +351,6 @@ export class SplitWorkspace implements Disposable {
 
   [Symbol.dispose](): void {
     this.close();
-  }
-}
-
-/** Reads a file at a relative path under `dir` through no-follow descriptors, or null. */
-export function readRel(dir: Dir, rel: string, max: number): Uint8Array | null {
-  const parts = rel.split("/");
-  const name = parts.pop()!;
-  let parent: Dir;
-  try {
-    parent = dir.openPath(parts.join("/"));
-  } catch (error) {
-    if (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR)) {
-      return null;
-    }
-    throw error;
-  }
-  try {
-    return parent.readFileIfExists(name, max);
-  } finally {
-    parent.close();
   }
 }
 

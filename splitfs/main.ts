@@ -1,0 +1,105 @@
+/**
+ * The split-filesystem service: the only process with FFI. It reads request
+ * frames on stdin and answers on stdout (protocol/splitfs.ts), one request
+ * at a time, until stdin closes.
+ *
+ * Run as: `deno run --allow-ffi=<libc> --allow-env=HOME,XDG_CONFIG_HOME splitfs/main.ts`
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { encodeFrame, FrameError, readFrames } from "../protocol/frame.ts";
+import {
+  type ErrorReply,
+  parseSplitfsRequest,
+  ProtocolError,
+  type SplitfsReply,
+  type SplitfsRequest,
+} from "../protocol/splitfs.ts";
+import { diffDirs } from "./diff.ts";
+import { SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
+import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
+import { FsError } from "./ffi.ts";
+
+const CHUNK = 256 * 1024;
+
+/** Writes a frame to stdout synchronously: the engine is synchronous and streams as it goes. */
+function send(reply: SplitfsReply): void {
+  const bytes = encodeFrame(reply);
+  let off = 0;
+  while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
+}
+
+/** Collects output into chunks of at most CHUNK bytes and sends each as it fills. */
+class ChunkSender {
+  #parts: Uint8Array[] = [];
+  #size = 0;
+  push(b: Uint8Array): void {
+    for (let off = 0; off < b.length;) {
+      const take = Math.min(b.length - off, CHUNK - this.#size);
+      this.#parts.push(b.subarray(off, off + take));
+      this.#size += take;
+      off += take;
+      if (this.#size === CHUNK) this.flush();
+    }
+  }
+  flush(): void {
+    if (this.#size === 0) return;
+    send({ v: 1, t: "chunk", data: Buffer.concat(this.#parts).toString("base64") });
+    this.#parts = [];
+    this.#size = 0;
+  }
+}
+
+function handle(req: SplitfsRequest): void {
+  switch (req.t) {
+    case "diff": {
+      const out = new ChunkSender();
+      const enc = new TextEncoder();
+      const summary = diffDirs(req.old, req.new, {
+        patch: (b) => {
+          if (!req.files) out.push(b);
+        },
+        files: (line) => {
+          if (req.files) out.push(enc.encode(line));
+        },
+      });
+      out.flush();
+      send({ v: 1, t: "done", changed: summary.files });
+    }
+  }
+}
+
+function toError(error: unknown): ErrorReply {
+  if (error instanceof RejectedError) {
+    const detail = error.cause instanceof Error ? `: ${error.cause.message}` : "";
+    return { v: 1, t: "error", kind: "rejected", message: `${error.reason}${detail}` };
+  }
+  if (
+    error instanceof FsError || error instanceof SymlinkRefusedError ||
+    error instanceof WrongKindError || error instanceof TooLargeError ||
+    error instanceof SnapshotError || error instanceof WorkspaceReplacedError ||
+    error instanceof ProtocolError || error instanceof TypeError
+  ) {
+    return { v: 1, t: "error", kind: "input", message: error.message };
+  }
+  return { v: 1, t: "error", kind: "internal", message: String(error) };
+}
+
+if (import.meta.main) {
+  try {
+    for await (const frame of readFrames(Deno.stdin.readable)) {
+      try {
+        handle(parseSplitfsRequest(frame));
+      } catch (error) {
+        send(toError(error));
+      }
+    }
+  } catch (error) {
+    // A malformed frame ends the conversation: answer once, then exit.
+    if (!(error instanceof FrameError)) throw error;
+    send({ v: 1, t: "error", kind: "input", message: error.message });
+    Deno.exit(2);
+  }
+}

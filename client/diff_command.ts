@@ -28,7 +28,13 @@ export async function diffCommand(
 ): Promise<number> {
   try {
     const changed = await runSplitfs(
-      { v: 1, t: "diff", old: absolute(io.cwd, oldDir), new: absolute(io.cwd, newDir), files: opts.files },
+      {
+        v: 1,
+        t: "diff",
+        old: absolute(io.cwd, oldDir),
+        new: absolute(io.cwd, newDir),
+        files: opts.files,
+      },
       (bytes) => io.write(bytes),
     );
     return changed === 0 ? 0 : 1;

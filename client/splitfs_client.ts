@@ -63,7 +63,10 @@ export async function runSplitfs(
   const status = await child.status;
   if (failure) throw failure;
   if (result === undefined) {
-    throw new SplitfsError("internal", `split-filesystem service exited with status ${status.code}`);
+    throw new SplitfsError(
+      "internal",
+      `split-filesystem service exited with status ${status.code}`,
+    );
   }
   return result;
 }

@@ -25,8 +25,18 @@ const gitEnv = (home: string) => ({
   GIT_COMMITTER_EMAIL: "demo@example.com",
 });
 
-async function run(cmd: string, args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}) {
-  const out = await new Deno.Command(cmd, { args, cwd: opts.cwd, env: opts.env, stdout: "piped", stderr: "piped" })
+async function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: Record<string, string> } = {},
+) {
+  const out = await new Deno.Command(cmd, {
+    args,
+    cwd: opts.cwd,
+    env: opts.env,
+    stdout: "piped",
+    stderr: "piped",
+  })
     .output();
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
@@ -59,14 +69,19 @@ if (import.meta.main) {
     await run("cp", ["-a", project, fork]);
     await Deno.writeTextFile(
       `${fork}/src/greet.ts`,
-      'export function greet(name: string) {\n  return `Hello, ${name}!`;\n}\n',
+      "export function greet(name: string) {\n  return `Hello, ${name}!`;\n}\n",
     );
-    await Deno.writeFile(`${fork}/logo.bin`, Uint8Array.from({ length: 600 }, (_, i) => (i * 7) & 0xff));
+    await Deno.writeFile(
+      `${fork}/logo.bin`,
+      Uint8Array.from({ length: 600 }, (_, i) => (i * 7) & 0xff),
+    );
     await Deno.chmod(`${fork}/build.sh`, 0o755);
     await Deno.remove(`${fork}/README.md`);
     await Deno.remove(`${fork}/notes.txt`);
     await Deno.symlink("src/greet.ts", `${fork}/notes.txt`);
-    console.log("edited src/greet.ts, added logo.bin, chmod +x build.sh, deleted README.md, notes.txt -> symlink");
+    console.log(
+      "edited src/greet.ts, added logo.bin, chmod +x build.sh, deleted README.md, notes.txt -> symlink",
+    );
 
     step("marsh diff --files project fork");
     const files = await run(marsh, ["diff", "--files", project, fork]);
@@ -79,9 +94,14 @@ if (import.meta.main) {
     console.log(patch.stdout.split("\n").slice(0, 14).join("\n") + "\n...");
 
     step("git apply change.patch in the project");
-    const check = await run("git", ["apply", "--check", `${tmp}/change.patch`], { cwd: project, env });
+    const check = await run("git", ["apply", "--check", `${tmp}/change.patch`], {
+      cwd: project,
+      env,
+    });
     const apply = await run("git", ["apply", `${tmp}/change.patch`], { cwd: project, env });
-    if (check.code !== 0 || apply.code !== 0) throw new Error(`git apply failed: ${check.stderr}${apply.stderr}`);
+    if (check.code !== 0 || apply.code !== 0) {
+      throw new Error(`git apply failed: ${check.stderr}${apply.stderr}`);
+    }
     const again = await run(marsh, ["diff", project, fork]);
     console.log(
       again.code === 0

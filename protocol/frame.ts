@@ -56,7 +56,9 @@ export async function* readFrames(
       }
       const { value, done } = await reader.read();
       if (done) {
-        if (buf.length > 0) throw new FrameError(`stream ended inside a frame (${buf.length} bytes)`);
+        if (buf.length > 0) {
+          throw new FrameError(`stream ended inside a frame (${buf.length} bytes)`);
+        }
         return;
       }
       const next = new Uint8Array(buf.length + value.length);

@@ -28,3 +28,12 @@ export function splitfsFlags(): string[] {
     "--allow-env=HOME,XDG_CONFIG_HOME",
   ];
 }
+
+/**
+ * The CLI: no FFI, no file access of its own; it may read the environment and
+ * start the pinned Deno (`deno`, an absolute path) for the services.
+ * `./marsh` passes exactly these.
+ */
+export function cliFlags(deno: string): string[] {
+  return ["--quiet", "--no-prompt", "--allow-env", `--allow-run=${deno}`];
+}

@@ -56,7 +56,9 @@ export class ProtocolError extends Error {
 
 /** Validates a request frame. */
 export function parseSplitfsRequest(x: unknown): SplitfsRequest {
-  if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) throw new ProtocolError("unsupported frame version");
+  if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) {
+    throw new ProtocolError("unsupported frame version");
+  }
   if (x.t === "diff") {
     if (typeof x.old !== "string" || typeof x.new !== "string" || typeof x.files !== "boolean") {
       throw new ProtocolError("malformed diff request");
@@ -68,7 +70,9 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
 
 /** Validates a reply frame. */
 export function parseSplitfsReply(x: unknown): SplitfsReply {
-  if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) throw new ProtocolError("unsupported frame version");
+  if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) {
+    throw new ProtocolError("unsupported frame version");
+  }
   switch (x.t) {
     case "chunk":
       if (typeof x.data !== "string") break;

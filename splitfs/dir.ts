@@ -343,7 +343,11 @@ export class Dir implements Disposable {
     // through a fresh descriptor to start at the beginning every time.
     using fresh = this.dup();
     for (;;) {
-      const n = check(libc().getdents64(fresh.fd, buf, BigInt(buf.length)), "getdents64", this.path);
+      const n = check(
+        libc().getdents64(fresh.fd, buf, BigInt(buf.length)),
+        "getdents64",
+        this.path,
+      );
       if (n === 0) break;
       let off = 0;
       while (off < n) {
@@ -354,15 +358,22 @@ export class Dir implements Disposable {
         while (nameEnd < off + reclen && buf[nameEnd] !== 0) nameEnd++;
         const raw = buf.subarray(nameStart, nameEnd);
         off += reclen;
-        if ((raw.length === 1 && raw[0] === 0x2e) || (raw.length === 2 && raw[0] === 0x2e && raw[1] === 0x2e)) {
+        if (
+          (raw.length === 1 && raw[0] === 0x2e) ||
+          (raw.length === 2 && raw[0] === 0x2e && raw[1] === 0x2e)
+        ) {
           continue;
         }
         let name: string;
         try {
           name = fatalUtf8.decode(raw);
         } catch (cause) {
-          const shown = Array.from(raw, (b) =>
-            b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`
+          const shown = Array.from(
+            raw,
+            (b) =>
+              b >= 0x20 && b < 0x7f
+                ? String.fromCharCode(b)
+                : `\\x${b.toString(16).padStart(2, "0")}`,
           ).join("");
           throw new Error(`file name is not valid UTF-8 in ${this.path}: "${shown}"`, { cause });
         }
@@ -605,7 +616,11 @@ export class FileHandle implements Disposable {
 
   /** Reads into `buf`, returning the count (0 at end of file). */
   read(buf: Uint8Array): number {
-    return check(retryEintr(() => libc().read(this.fd, buf, BigInt(buf.length))), "read", this.path);
+    return check(
+      retryEintr(() => libc().read(this.fd, buf, BigInt(buf.length))),
+      "read",
+      this.path,
+    );
   }
 
   /** Reads the rest of the file; throws {@linkcode TooLargeError} past `limit`. */

@@ -13,30 +13,36 @@ function tempDir(): string {
   return Deno.makeTempDirSync({ prefix: "marsh-dir-test-" });
 }
 
-Deno.test({ name: "Dir creates, lists, reads and removes through descriptors", permissions: perms }, () => {
-  const root = tempDir();
-  try {
-    using dir = Dir.openAbsolute(root);
-    using sub = dir.ensureDir("sub");
-    sub.writeNewFile("a.txt", new TextEncoder().encode("hello\n"), 0o755);
-    sub.symlink(new TextEncoder().encode("../elsewhere"), "link");
-    assert.deepEqual(sub.sortedEntries().map((e) => [e.name, e.kind]), [
-      ["a.txt", "file"],
-      ["link", "symlink"],
-    ]);
-    assert.equal(new TextDecoder().decode(sub.readFile("a.txt", 100)), "hello\n");
-    assert.equal(Deno.statSync(`${root}/sub/a.txt`).mode! & 0o777, 0o755);
-    assert.equal(new TextDecoder().decode(sub.readlink("link")), "../elsewhere");
-    assert.equal(sub.statAt("missing"), null);
-    assert.equal(sub.statAt("link")?.kind, "symlink");
-    dir.removeTree("sub");
-    assert.equal(dir.statAt("sub"), null);
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
-});
+Deno.test(
+  { name: "Dir creates, lists, reads and removes through descriptors", permissions: perms },
+  () => {
+    const root = tempDir();
+    try {
+      using dir = Dir.openAbsolute(root);
+      using sub = dir.ensureDir("sub");
+      sub.writeNewFile("a.txt", new TextEncoder().encode("hello\n"), 0o755);
+      sub.symlink(new TextEncoder().encode("../elsewhere"), "link");
+      assert.deepEqual(sub.sortedEntries().map((e) => [e.name, e.kind]), [
+        ["a.txt", "file"],
+        ["link", "symlink"],
+      ]);
+      assert.equal(new TextDecoder().decode(sub.readFile("a.txt", 100)), "hello\n");
+      assert.equal(Deno.statSync(`${root}/sub/a.txt`).mode! & 0o777, 0o755);
+      assert.equal(new TextDecoder().decode(sub.readlink("link")), "../elsewhere");
+      assert.equal(sub.statAt("missing"), null);
+      assert.equal(sub.statAt("link")?.kind, "symlink");
+      dir.removeTree("sub");
+      assert.equal(dir.statAt("sub"), null);
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+    }
+  },
+);
 
-Deno.test({ name: "Dir refuses a symlink planted where a directory is expected", permissions: perms }, () => {
+Deno.test({
+  name: "Dir refuses a symlink planted where a directory is expected",
+  permissions: perms,
+}, () => {
   const root = tempDir();
   const outside = tempDir();
   try {
@@ -53,38 +59,44 @@ Deno.test({ name: "Dir refuses a symlink planted where a directory is expected",
   }
 });
 
-Deno.test({ name: "Dir never reads or writes through a planted file symlink", permissions: perms }, () => {
-  const root = tempDir();
-  const outside = tempDir();
-  try {
-    Deno.writeTextFileSync(`${outside}/secret`, "secret");
-    Deno.symlinkSync(`${outside}/secret`, `${root}/f`);
-    using dir = Dir.openAbsolute(root);
-    assert.throws(() => dir.readFile("f", 100), SymlinkRefusedError);
-    assert.throws(() => dir.createFile("f"), SymlinkRefusedError);
-    assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
-    // removeTree unlinks the link itself, never its target.
-    dir.removeTree("f");
-    assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-    Deno.removeSync(outside, { recursive: true });
-  }
-});
+Deno.test(
+  { name: "Dir never reads or writes through a planted file symlink", permissions: perms },
+  () => {
+    const root = tempDir();
+    const outside = tempDir();
+    try {
+      Deno.writeTextFileSync(`${outside}/secret`, "secret");
+      Deno.symlinkSync(`${outside}/secret`, `${root}/f`);
+      using dir = Dir.openAbsolute(root);
+      assert.throws(() => dir.readFile("f", 100), SymlinkRefusedError);
+      assert.throws(() => dir.createFile("f"), SymlinkRefusedError);
+      assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
+      // removeTree unlinks the link itself, never its target.
+      dir.removeTree("f");
+      assert.equal(Deno.readTextFileSync(`${outside}/secret`), "secret");
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+      Deno.removeSync(outside, { recursive: true });
+    }
+  },
+);
 
-Deno.test({ name: "Dir reads of a FIFO fail at once instead of blocking", permissions: perms }, async () => {
-  const root = tempDir();
-  try {
-    const made = await new Deno.Command("mkfifo", { args: [`${root}/fifo`] }).output();
-    assert.equal(made.code, 0);
-    using dir = Dir.openAbsolute(root);
-    const err = assert.throws(() => dir.readFile("fifo", 100), WrongKindError);
-    void err;
-    assert.equal(dir.statAt("fifo")?.kind, "fifo");
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
-});
+Deno.test(
+  { name: "Dir reads of a FIFO fail at once instead of blocking", permissions: perms },
+  async () => {
+    const root = tempDir();
+    try {
+      const made = await new Deno.Command("mkfifo", { args: [`${root}/fifo`] }).output();
+      assert.equal(made.code, 0);
+      using dir = Dir.openAbsolute(root);
+      const err = assert.throws(() => dir.readFile("fifo", 100), WrongKindError);
+      void err;
+      assert.equal(dir.statAt("fifo")?.kind, "fifo");
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+    }
+  },
+);
 
 Deno.test({ name: "Dir creates files exclusively and bounds reads", permissions: perms }, () => {
   const root = tempDir();
@@ -102,7 +114,10 @@ Deno.test({ name: "Dir creates files exclusively and bounds reads", permissions:
   }
 });
 
-Deno.test({ name: "Dir copies a file with its mode and mtime by every strategy", permissions: perms }, () => {
+Deno.test({
+  name: "Dir copies a file with its mode and mtime by every strategy",
+  permissions: perms,
+}, () => {
   const root = tempDir();
   try {
     const data = new Uint8Array(3 * 1024 * 1024 + 7).map((_, i) => (i * 31) & 0xff);
@@ -122,17 +137,20 @@ Deno.test({ name: "Dir copies a file with its mode and mtime by every strategy",
   }
 });
 
-Deno.test({ name: "Dir identity survives a rename and changes on replacement", permissions: perms }, () => {
-  const root = tempDir();
-  try {
-    using dir = Dir.openAbsolute(root);
-    using a = dir.ensureDir("a");
-    const id = a.stat();
-    dir.rename("a", dir, "b");
-    assert.equal(dir.statAt("b")?.ino, id.ino);
-    Deno.mkdirSync(`${root}/a`);
-    assert.notEqual(dir.statAt("a")?.ino, id.ino);
-  } finally {
-    Deno.removeSync(root, { recursive: true });
-  }
-});
+Deno.test(
+  { name: "Dir identity survives a rename and changes on replacement", permissions: perms },
+  () => {
+    const root = tempDir();
+    try {
+      using dir = Dir.openAbsolute(root);
+      using a = dir.ensureDir("a");
+      const id = a.stat();
+      dir.rename("a", dir, "b");
+      assert.equal(dir.statAt("b")?.ino, id.ino);
+      Deno.mkdirSync(`${root}/a`);
+      assert.notEqual(dir.statAt("a")?.ino, id.ino);
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+    }
+  },
+);

@@ -13,8 +13,8 @@ import { E, FsError } from "./ffi.ts";
 import { type GitConfig, parseGitConfig } from "./git_config.ts";
 import type { GitSource } from "./git_source.ts";
 import {
-  globalConfigPaths,
   type GitUserEnv,
+  globalConfigPaths,
   IgnoreRules,
   resolveGlobalExcludesPath,
 } from "./ignore_rules.ts";

@@ -1,0 +1,108 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { encodeFrame, FrameError, readFrames } from "./frame.ts";
+import { parseSplitfsReply, parseSplitfsRequest, ProtocolError } from "./splitfs.ts";
+
+function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(c) {
+      for (const chunk of chunks) c.enqueue(chunk);
+      c.close();
+    },
+  });
+}
+
+async function collect(chunks: Uint8Array[], max?: number): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const v of readFrames(streamOf(chunks), max)) out.push(v);
+  return out;
+}
+
+Deno.test("frames round-trip whatever the chunking", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.jsonValue(), { maxLength: 8 }),
+      fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 8 }),
+      async (values, cuts) => {
+        const bytes = new Uint8Array(values.flatMap((v) => [...encodeFrame(v)]));
+        const chunks: Uint8Array[] = [];
+        let off = 0, i = 0;
+        while (off < bytes.length) {
+          const n = cuts[i++ % cuts.length]!;
+          chunks.push(bytes.slice(off, off + n));
+          off += n;
+        }
+        const got = await collect(chunks);
+        assert.deepEqual(got, values.map((v) => JSON.parse(JSON.stringify(v))));
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
+
+Deno.test("an oversized frame is refused before it is buffered", async () => {
+  const header = new Uint8Array(4);
+  new DataView(header.buffer).setUint32(0, 1025);
+  await assert.rejects(collect([header], 1024), FrameError);
+  // Exactly at the bound is accepted.
+  const body = `"${"x".repeat(1022)}"`;
+  assert.equal(body.length, 1024);
+  assert.deepEqual(await collect([encodeFrame(JSON.parse(body), 1024)], 1024), [JSON.parse(body)]);
+  assert.throws(() => encodeFrame("x".repeat(1023), 1024), FrameError);
+});
+
+Deno.test("truncated and malformed frames are errors, never hangs", async () => {
+  const good = encodeFrame({ a: 1 });
+  await assert.rejects(collect([good.slice(0, good.length - 1)]), FrameError);
+  const bad = new Uint8Array([0, 0, 0, 3, 0x7b, 0x7b, 0x7b]);
+  await assert.rejects(collect([bad]), FrameError);
+  const notUtf8 = new Uint8Array([0, 0, 0, 2, 0xff, 0xfe]);
+  await assert.rejects(collect([notUtf8]), FrameError);
+});
+
+Deno.test("random bytes never crash the reader: a value or a FrameError", async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.uint8Array({ maxLength: 300 }), async (bytes) => {
+      try {
+        await collect([bytes], 256);
+      } catch (error) {
+        assert.ok(error instanceof FrameError, String(error));
+      }
+    }),
+    { numRuns: 500 },
+  );
+});
+
+Deno.test("request and reply parsers accept only their shapes", () => {
+  assert.deepEqual(parseSplitfsRequest({ v: 1, t: "diff", old: "/a", new: "/b", files: false }), {
+    v: 1,
+    t: "diff",
+    old: "/a",
+    new: "/b",
+    files: false,
+  });
+  for (
+    const bad of [
+      null,
+      [],
+      { v: 2, t: "diff", old: "/a", new: "/b", files: false },
+      { v: 1, t: "diff", old: 1, new: "/b", files: false },
+      { v: 1, t: "rm", path: "/" },
+    ]
+  ) {
+    assert.throws(() => parseSplitfsRequest(bad), ProtocolError);
+  }
+  assert.throws(
+    () => parseSplitfsReply({ v: 1, t: "error", kind: "weird", message: "x" }),
+    ProtocolError,
+  );
+  fc.assert(
+    fc.property(fc.jsonValue(), (x) => {
+      try {
+        parseSplitfsRequest(x);
+      } catch (error) {
+        assert.ok(error instanceof ProtocolError);
+      }
+    }),
+  );
+});

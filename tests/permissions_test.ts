@@ -1,0 +1,65 @@
+/**
+ * Each entrypoint runs with the narrowest flags that work (DESIGN.md §4):
+ * a probe under each entrypoint's exact flags shows what is refused.
+ */
+import assert from "node:assert/strict";
+import { cliFlags, splitfsFlags } from "../protocol/permissions.ts";
+
+const root = new URL("../", import.meta.url).pathname;
+const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
+
+async function probe(flags: string[]): Promise<Record<string, string>> {
+  const out = await new Deno.Command(deno, {
+    args: [
+      "run",
+      ...flags,
+      `--config=${root}deno.json`,
+      `${root}tests/probes/capabilities.ts`,
+      `${root}README.md`,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  return JSON.parse(new TextDecoder().decode(out.stdout));
+}
+
+const perms: Deno.PermissionOptions = { run: true, read: true, env: true };
+
+Deno.test(
+  { name: "the CLI can read no project file and load no library", permissions: perms },
+  async () => {
+    const got = await probe(cliFlags(deno));
+    assert.equal(got.readProject, "refused");
+    assert.equal(got.writeTmp, "refused");
+    assert.equal(got.ffiLibc, "refused");
+    assert.equal(got.ffiOther, "refused");
+    assert.equal(got.runGit, "refused");
+    assert.equal(got.net, "refused");
+    assert.equal(got.envHome, "granted");
+  },
+);
+
+Deno.test({ name: "the launcher passes exactly the CLI's flags", permissions: perms }, () => {
+  const launcher = Deno.readTextFileSync(`${root}marsh`);
+  for (const flag of cliFlags("$deno")) {
+    assert.ok(launcher.includes(flag.replace("$deno", '"$deno"')), `launcher lacks ${flag}`);
+  }
+  assert.ok(
+    !/--allow-(all|ffi|read|write|net)|\s-A\s/.test(launcher),
+    "launcher grants more than the CLI needs",
+  );
+});
+
+Deno.test({
+  name: "the split-filesystem service may load libc and nothing else",
+  permissions: perms,
+}, async () => {
+  const got = await probe(splitfsFlags());
+  assert.equal(got.ffiLibc, "granted");
+  assert.equal(got.ffiOther, "refused");
+  assert.equal(got.readProject, "refused");
+  assert.equal(got.writeTmp, "refused");
+  assert.equal(got.runGit, "refused");
+  assert.equal(got.net, "refused");
+});

@@ -284,7 +284,7 @@ class Parser {
         c = this.#next();
         switch (c) {
           case "\n":
-            if (this.#eof) return null;
+            // A continued line; Git also drops a final `\` at the end of the text.
             continue;
           case "t":
             out += "\t";

@@ -18,19 +18,22 @@ const LETTER_ESCAPES: Readonly<Record<number, string>> = {
   0x5c: "\\\\",
 };
 
-// Only ASCII bytes need quoting, and in UTF-8 an ASCII byte is always that
-// character, so the test can run on UTF-16 code units.
-const NEEDS_QUOTE = /[\x00-\x1f\x7f"\\]/;
+// Only ASCII bytes need quoting, and in UTF-8 an ASCII byte always stands
+// for that character, so the test can run on UTF-16 code units.
+function isQuoted(code: number): boolean {
+  return code < 0x20 || code === 0x7f || code === 0x22 || code === 0x5c;
+}
 
 function mustQuote(text: string): boolean {
-  return NEEDS_QUOTE.test(text);
+  for (let i = 0; i < text.length; i++) if (isQuoted(text.charCodeAt(i))) return true;
+  return false;
 }
 
 function escapeBody(text: string): string {
   let out = "";
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f || code === 0x22 || code === 0x5c) {
+    if (isQuoted(code)) {
       out += LETTER_ESCAPES[code] ?? "\\" + code.toString(8).padStart(3, "0");
     } else {
       out += text[i];
@@ -57,6 +60,12 @@ export function cQuote(path: string): string {
   return mustQuote(path) ? `"${escapeBody(path)}"` : path;
 }
 
+/** Options for {@linkcode quotePrefixed}. */
+export interface QuotePrefixedOptions {
+  /** Quote even when Git would not (any name may be quoted; `git apply` unquotes it). */
+  readonly always?: boolean;
+}
+
 /**
  * Quotes `prefix` + `path` as one name, like Git's `quote_two`: the prefix
  * goes inside the quotes (`"a/x\ty"`), so `git apply` strips it after
@@ -69,7 +78,11 @@ export function cQuote(path: string): string {
  * quotePrefixed("a/", "x\"y"); // "\"a/x\\\"y\""
  * ```
  */
-export function quotePrefixed(prefix: string, path: string): string {
-  if (!mustQuote(prefix) && !mustQuote(path)) return prefix + path;
+export function quotePrefixed(
+  prefix: string,
+  path: string,
+  options: QuotePrefixedOptions = {},
+): string {
+  if (!options.always && !mustQuote(prefix) && !mustQuote(path)) return prefix + path;
   return `"${escapeBody(prefix)}${escapeBody(path)}"`;
 }

@@ -28,6 +28,8 @@ export interface AdminSpec {
   readonly objectFormat: "sha1" | "sha256";
   /** The caller's index bytes, or `null` when it has none. */
   readonly index: Uint8Array | null;
+  /** With a split index (`core.splitIndex`), the `sharedindex.<id>` files it builds on. */
+  readonly sharedIndexes?: ReadonlyMap<string, Uint8Array>;
   readonly packedRefs: Uint8Array | null;
   readonly infoExclude: Uint8Array | null;
   /** Absolute object directories, in lookup order: the split's store, then the user's. */
@@ -94,6 +96,7 @@ export function writeAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpe
     if (spec.head) heads.writeNewFile("marsh-split", enc.encode(`${spec.head}\n`), 0o644);
   }
   if (spec.index) admin.writeNewFile("index", spec.index, 0o644);
+  for (const [name, bytes] of spec.sharedIndexes ?? []) admin.writeNewFile(name, bytes, 0o644);
   fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
 }
 
@@ -135,6 +138,9 @@ const GIT_STATE = new Set([
   "description",
 ]);
 
+/** A split index's shared part, which Git writes (and expires) beside `index`. */
+export const SHARED_INDEX_NAME = /^sharedindex\.[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
+
 /** Under `objects/info/`, what Git itself writes besides our `alternates`. */
 const OBJECTS_INFO_STATE = new Set(["packs", "commit-graph", "commit-graphs"]);
 
@@ -149,7 +155,7 @@ export function verifyAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSp
     const fixed = fixedFiles(spec);
     for (const e of admin.entries()) {
       const name = e.name;
-      if (GIT_STATE.has(name)) continue;
+      if (GIT_STATE.has(name) || SHARED_INDEX_NAME.test(name)) continue;
       if (name === "HEAD" || name === "config" || name === "packed-refs") continue;
       if (name === "info") continue;
       throw new RejectedError(`admin dir has an unexpected entry: ${name}`);
@@ -169,7 +175,9 @@ export function verifyAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSp
           for (const e of dir.entries()) {
             if (e.name === file) continue;
             if (parts.join("/") === "objects/info" && OBJECTS_INFO_STATE.has(e.name)) continue;
-            throw new RejectedError(`admin dir has an unexpected entry: ${parts.join("/")}/${e.name}`);
+            throw new RejectedError(
+              `admin dir has an unexpected entry: ${parts.join("/")}/${e.name}`,
+            );
           }
         }
       } finally {

@@ -89,10 +89,16 @@ export function captureToDir(
     patch = out.createFile(PATCH_FILE, 0o644);
     files = out.createFile(FILES_FILE, 0o644);
     const p = patch, f = files;
-    const summary = writeChanges(compareTrees(compare, stats), {
-      patch: (b) => p.writeAll(b),
-      files: (line) => f.writeAll(enc.encode(line)),
-    }, store, stats, textDiffTimeoutMs);
+    const summary = writeChanges(
+      compareTrees(compare, stats),
+      {
+        patch: (b) => p.writeAll(b),
+        files: (line) => f.writeAll(enc.encode(line)),
+      },
+      store,
+      stats,
+      textDiffTimeoutMs,
+    );
     patch.close();
     files.close();
     if (summary.files === 0) out.unlink(PATCH_FILE);

@@ -71,7 +71,7 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
     maxFile: opts.maxFileBytes ?? MAX_FILE_BYTES,
     maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
   };
-  const scope = opts.newIgnore ? opts.newIgnore.enter("", readGitignore(opts.new)) : null;
+  const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(opts.new, "")) : null;
   yield* compareDir(ctx, opts.old, opts.new, "", scope);
 }
 
@@ -119,7 +119,7 @@ function* compareDir(
     if (ok === "dir" && nk === "dir") {
       using od = oldDir.openDir(name);
       using nd = newDir.openDir(name);
-      const childScope = scope ? scope.enter(path, readGitignore(nd)) : null;
+      const childScope = scope ? scope.enter(path, newGitignore(nd, path)) : null;
       yield* compareDir(ctx, od, nd, path, childScope);
       continue;
     }
@@ -132,6 +132,20 @@ function* compareDir(
     }
     const change = compareLeaf(ctx, oldDir, newDir, name, path, o!, n!);
     if (change) yield change;
+  }
+}
+
+/**
+ * The new tree's `.gitignore` in `dir` (at `rel`). One over the bound is the
+ * branch's doing, so it rejects the result rather than failing the capture.
+ */
+function newGitignore(dir: Dir, rel: string): Uint8Array | null {
+  try {
+    return readGitignore(dir);
+  } catch (error) {
+    if (!(error instanceof TooLargeError)) throw error;
+    const path = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
+    throw new RejectedError(`ignore file too large: ${path}`, { cause: error });
   }
 }
 
@@ -237,7 +251,7 @@ function* added(
     return;
   }
   using child = dir.openDir(name);
-  const childScope = scope ? scope.enter(path, readGitignore(child)) : null;
+  const childScope = scope ? scope.enter(path, newGitignore(child, path)) : null;
   for (const e of child.sortedEntries()) {
     const cpath = `${path}/${e.name}`;
     if (e.name === GIT_NAME) {

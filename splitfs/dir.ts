@@ -74,6 +74,28 @@ export class TooLargeError extends Error {
   }
 }
 
+/** A file name that is not UTF-8: marsh cannot carry it in a path, a patch or a message. */
+export class InvalidNameError extends Error {
+  override name = "InvalidNameError";
+  constructor(readonly dir: string, readonly shown: string, options?: ErrorOptions) {
+    super(`file name is not valid UTF-8 in ${dir}: "${shown}"`, options);
+  }
+}
+
+/** A raw name with printable ASCII kept and every other byte as `\xNN`. */
+function showName(raw: Uint8Array): string {
+  return Array.from(
+    raw,
+    (b) => b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`,
+  ).join("");
+}
+
+/** One listing entry with its name as the file system stores it. */
+interface RawEntry {
+  readonly raw: Uint8Array;
+  readonly kind: EntryKind | undefined;
+}
+
 function describeKind(kind: EntryKind): string {
   switch (kind) {
     case "file":
@@ -299,13 +321,19 @@ export class Dir implements Disposable {
   openPath(rel: string): Dir {
     const parts = rel.split("/").filter((p) => p !== "" && p !== ".");
     if (parts.length === 0) return this.dup();
-    let cur: Dir = this;
-    for (const part of parts) {
-      const next: Dir = cur.openDir(part);
-      if (cur !== this) cur.close();
-      cur = next;
+    let cur: Dir | null = null;
+    try {
+      for (const part of parts) {
+        const next: Dir = (cur ?? this).openDir(part);
+        cur?.close();
+        cur = next;
+      }
+    } catch (error) {
+      // The directories opened so far would otherwise leak their descriptors.
+      cur?.close();
+      throw error;
     }
-    return cur;
+    return cur!;
   }
 
   /** Another descriptor for the same directory (closing one leaves the other open). */
@@ -336,7 +364,17 @@ export class Dir implements Disposable {
 
   /** The names in this directory, without `.` and `..`, in no particular order. */
   entries(): Entry[] {
-    const out: Entry[] = [];
+    return this.#rawEntries().map((e) => {
+      try {
+        return { name: fatalUtf8.decode(e.raw), kind: e.kind };
+      } catch (cause) {
+        throw new InvalidNameError(this.path, showName(e.raw), { cause });
+      }
+    });
+  }
+
+  #rawEntries(): RawEntry[] {
+    const out: RawEntry[] = [];
     const buf = new Uint8Array(64 * 1024);
     const view = new DataView(buf.buffer);
     // getdents64 continues from the fd's offset; a dup'ed fd shares it, so list
@@ -356,7 +394,7 @@ export class Dir implements Disposable {
         const nameStart = off + 19;
         let nameEnd = nameStart;
         while (nameEnd < off + reclen && buf[nameEnd] !== 0) nameEnd++;
-        const raw = buf.subarray(nameStart, nameEnd);
+        const raw = buf.slice(nameStart, nameEnd);
         off += reclen;
         if (
           (raw.length === 1 && raw[0] === 0x2e) ||
@@ -364,20 +402,7 @@ export class Dir implements Disposable {
         ) {
           continue;
         }
-        let name: string;
-        try {
-          name = fatalUtf8.decode(raw);
-        } catch (cause) {
-          const shown = Array.from(
-            raw,
-            (b) =>
-              b >= 0x20 && b < 0x7f
-                ? String.fromCharCode(b)
-                : `\\x${b.toString(16).padStart(2, "0")}`,
-          ).join("");
-          throw new Error(`file name is not valid UTF-8 in ${this.path}: "${shown}"`, { cause });
-        }
-        out.push({ name, kind: kindFromDtype(dtype) });
+        out.push({ raw, kind: kindFromDtype(dtype) });
       }
     }
     return out;
@@ -525,20 +550,74 @@ export class Dir implements Disposable {
       return;
     }
     {
-      using child = this.openDir(name);
+      const path = join(this.path, name);
+      using child = new Dir(this.#openForRemoval(cstr(name), path), path);
       child.clear();
     }
     this.rmdir(name);
   }
 
-  /** Removes everything inside this directory, keeping the directory. */
+  /**
+   * Removes everything inside this directory, keeping the directory. Names
+   * are used as raw bytes, so whatever a branch named its files goes too, and
+   * a read-only directory (copied so from a project) is made writable first.
+   */
   clear(): void {
-    for (const entry of this.entries()) {
-      const kind = entry.kind ?? this.statAt(entry.name)?.kind;
-      if (kind === undefined) continue;
-      if (kind === "dir") this.removeTree(entry.name);
-      else this.unlink(entry.name);
+    const perm = this.stat().perm;
+    if ((perm & 0o700) !== 0o700) this.chmod(perm | 0o700);
+    for (const e of this.#rawEntries()) {
+      const name = new Uint8Array(e.raw.length + 1);
+      name.set(e.raw);
+      const path = join(this.path, showName(e.raw));
+      let kind = e.kind;
+      if (kind === undefined) {
+        const r = libc().statx(this.fd, name, AT.SYMLINK_NOFOLLOW, STATX_BASIC_STATS, statxBuf);
+        if (r === -1) {
+          const err = errno();
+          if (err === E.ENOENT) continue;
+          throw new FsError("fstatat", path, err);
+        }
+        kind = decodeStatx().kind;
+      }
+      if (kind === "dir") {
+        const fd = this.#openForRemoval(name, path);
+        {
+          using child = new Dir(fd, path);
+          child.clear();
+        }
+        check(libc().unlinkat(this.fd, name, AT.REMOVEDIR), "unlinkat", path);
+      } else {
+        check(libc().unlinkat(this.fd, name, 0), "unlinkat", path);
+      }
     }
+  }
+
+  /**
+   * Opens a child directory (raw name) to empty it. One its owner made
+   * unreadable is given `0o700` first, through an `O_PATH` descriptor, which
+   * needs no permission and never follows a symlink.
+   */
+  #openForRemoval(name: Uint8Array, path: string): number {
+    const flags = O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC;
+    let fd = retryEintr(() => libc().openat(this.fd, name, flags, 0));
+    if (fd === -1 && errno() === E.EACCES) {
+      const p = retryEintr(() =>
+        libc().openat(this.fd, name, O.PATH | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
+      );
+      if (p === -1) throw new FsError("openat", path, errno());
+      try {
+        check(libc().fchmodat(AT.FDCWD, cstr(`/proc/self/fd/${p}`), 0o700, 0), "chmod", path);
+      } finally {
+        closeFd(p, path);
+      }
+      fd = retryEintr(() => libc().openat(this.fd, name, flags, 0));
+    }
+    if (fd === -1) {
+      const err = errno();
+      if (err === E.ELOOP || err === E.ENOTDIR) throw new SymlinkRefusedError(path);
+      throw new FsError("openat", path, err);
+    }
+    return fd;
   }
 
   /** Sets the mode of this directory. */

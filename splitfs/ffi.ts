@@ -33,6 +33,7 @@ const SYMBOLS = {
   },
   ioctl: { parameters: ["i32", "u64", "i32"], result: "i32" },
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  fchmodat: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
   futimens: { parameters: ["i32", "buffer"], result: "i32" },
   utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
@@ -54,6 +55,7 @@ export const O = {
   DIRECTORY: 0o200000,
   NOFOLLOW: 0o400000,
   CLOEXEC: 0o2000000,
+  PATH: 0o10000000,
 } as const;
 
 /** `*at` flags. */

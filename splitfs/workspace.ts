@@ -9,14 +9,19 @@
  * @module
  */
 
-import { type AdminSpec, verifyAdmin, writeAdmin } from "./admin.ts";
-import { type CaptureSummary, captureToDir } from "./capture.ts";
-import { type CopyStrategy, Dir, type Stat } from "./dir.ts";
+import { type AdminSpec, SHARED_INDEX_NAME, verifyAdmin, writeAdmin } from "./admin.ts";
+import { type CaptureSummary, captureToDir, FILES_FILE, PATCH_FILE } from "./capture.ts";
+import { type CopyStrategy, Dir, InvalidNameError, type Stat } from "./dir.ts";
 import { E, FsError } from "./ffi.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { CopyForkStrategy, type Fork, type ForkStrategy } from "./fork.ts";
-import { GITFILE_ROOT_REFUSAL, type GitSource, readGitSource } from "./git_source.ts";
-import { ignoreRulesOf, type IgnoreInputs, loadIgnoreInputs } from "./ignore_load.ts";
+import {
+  GITFILE_ROOT_REFUSAL,
+  type GitSource,
+  MAX_INDEX_BYTES,
+  readGitSource,
+} from "./git_source.ts";
+import { type IgnoreInputs, ignoreRulesOf, loadIgnoreInputs } from "./ignore_load.ts";
 import { readRel } from "./read_rel.ts";
 import {
   ADMIN_DIR,
@@ -29,7 +34,7 @@ import {
   STORE_DIR,
   TRASH_DIR,
 } from "./layout.ts";
-import { type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
+import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
 import { ObjectStore } from "./store.ts";
 
 /** `(dev, ino)` of a directory marsh made. */
@@ -82,6 +87,7 @@ export class SplitWorkspace implements Disposable {
   readonly #out: Dir;
   readonly #store: ObjectStore;
   readonly #ignore: IgnoreInputs | null;
+  readonly #sharedIndexes: ReadonlyMap<string, Uint8Array>;
   readonly #forks = new Map<string, Fork>();
   readonly #strategy: ForkStrategy;
 
@@ -97,6 +103,7 @@ export class SplitWorkspace implements Disposable {
     out: Dir;
     store: ObjectStore;
     git: GitSource | null;
+    sharedIndexes: ReadonlyMap<string, Uint8Array>;
     ignore: IgnoreInputs | null;
     snapshot: SnapshotStats;
     snapshotMs: number;
@@ -116,6 +123,7 @@ export class SplitWorkspace implements Disposable {
     this.#store = init.store;
     this.git = init.git;
     this.#ignore = init.ignore;
+    this.#sharedIndexes = init.sharedIndexes;
     this.snapshot = init.snapshot;
     this.timing = { snapshotMs: init.snapshotMs };
     this.#strategy = init.strategy;
@@ -162,6 +170,7 @@ export class SplitWorkspace implements Disposable {
       opened.push(dir);
       const git = isGit ? readGitSource((rel, max) => readRel(rootDir, rel, max)) : null;
       const ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
+      const sharedIndexes = git?.index ? readSharedIndexes(rootDir) : new Map();
       dir.mkdir(BASE_DIR, 0o755);
       const base = dir.openDir(BASE_DIR);
       opened.push(base);
@@ -193,6 +202,7 @@ export class SplitWorkspace implements Disposable {
         out,
         store,
         git,
+        sharedIndexes,
         ignore,
         snapshot,
         snapshotMs,
@@ -223,6 +233,7 @@ export class SplitWorkspace implements Disposable {
       head: this.git?.head ?? null,
       objectFormat: this.git?.objectFormat ?? "sha1",
       index: this.git?.index ?? null,
+      sharedIndexes: this.#sharedIndexes,
       packedRefs: this.git?.packedRefs ?? null,
       infoExclude: this.#ignore?.infoExclude ?? null,
       alternates: this.objectDirs,
@@ -280,27 +291,60 @@ export class SplitWorkspace implements Disposable {
     if (!sameIdentity(f.identity, this.#dir.statAt(label))) {
       throw new WorkspaceReplacedError(`${this.dirPath}/${label} is gone or replaced`);
     }
-    if (this.git) verifyAdmin(this.#admins, label, f.dir, this.#adminSpec(label));
-    using out = this.#openOut(label);
-    const candidates = f.candidates();
-    if (candidates.kind !== "all") throw new Error("only whole-tree capture is implemented");
-    return captureToDir({
-      old: this.#base,
-      new: f.dir,
-      readyNs: f.readyNs,
-      nestedGit: "reject",
-      newIgnore: this.#ignore
-        ? ignoreRulesOf(this.#ignore, readInfoExclude(this.#admins, label))
-        : null,
-    }, out, this.#store, opts.textDiffTimeoutMs);
+    try {
+      if (this.git) verifyAdmin(this.#admins, label, f.dir, this.#adminSpec(label));
+      // Without Git in the project any .git at the fork root is the branch's
+      // own (`git init`), with a config a host `git -C <fork>` would obey.
+      else if (f.dir.statAt(GIT_NAME) !== null) {
+        throw new RejectedError(`nested .git at ${GIT_NAME}`);
+      }
+      using out = this.#openOut(label);
+      const candidates = f.candidates();
+      if (candidates.kind !== "all") throw new Error("only whole-tree capture is implemented");
+      return captureToDir(
+        {
+          old: this.#base,
+          new: f.dir,
+          readyNs: f.readyNs,
+          nestedGit: "reject",
+          newIgnore: this.#ignore
+            ? ignoreRulesOf(this.#ignore, readInfoExclude(this.#admins, label))
+            : null,
+        },
+        out,
+        this.#store,
+        opts.textDiffTimeoutMs,
+      );
+    } catch (error) {
+      // Git allows any bytes in a name; a patch path here cannot carry them.
+      if (error instanceof InvalidNameError) {
+        const where = error.dir.slice(this.dirPath.length + 1);
+        throw new RejectedError(`file name is not valid UTF-8: ${where}/${error.shown}`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
   }
 
   #openOut(label: string): Dir {
+    let out: Dir;
     try {
-      return this.#out.openDir(label);
+      out = this.#out.openDir(label);
     } catch (cause) {
       throw new RejectedError(`out/${label} was tampered with`, { cause });
     }
+    // Capture creates its results O_EXCL, so one already there (a planted
+    // symlink above all) would fail it anyway; say what happened.
+    for (const name of [PATCH_FILE, FILES_FILE]) {
+      if (out.statAt(name) !== null) {
+        out.close();
+        throw new RejectedError(`out/${label} was tampered with`, {
+          cause: new Error(`out/${label}/${name} existed before capture`),
+        });
+      }
+    }
+    return out;
   }
 
   /** Removes a rejected fork's tree and admin dir (its out/ stays for the status). */
@@ -352,6 +396,24 @@ export class SplitWorkspace implements Disposable {
   [Symbol.dispose](): void {
     this.close();
   }
+}
+
+/**
+ * A split index (`core.splitIndex`) keeps most entries in
+ * `.git/sharedindex.<id>`; the fork's Git cannot read its index without them.
+ * They are read as data under the index's own bound.
+ */
+function readSharedIndexes(root: Dir): Map<string, Uint8Array> {
+  const found = new Map<string, Uint8Array>();
+  using gitDir = root.openDir(".git");
+  let total = 0;
+  for (const e of gitDir.entries()) {
+    if (!SHARED_INDEX_NAME.test(e.name)) continue;
+    const bytes = gitDir.readFile(e.name, MAX_INDEX_BYTES - total);
+    total += bytes.length;
+    found.set(e.name, bytes);
+  }
+  return found;
 }
 
 function readInfoExclude(admins: Dir, label: string): Uint8Array | null {

@@ -12,7 +12,7 @@ import type { FileChange, GitMode, Side } from "../patch/change.ts";
 import { compareNames, type Dir, type Stat, TooLargeError } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
-import { GIT_NAME, readGitignore } from "./snapshot.ts";
+import { GIT_NAME, isGitName, readGitignore } from "./snapshot.ts";
 
 /** Spec 000 §13: 32 MiB per file. */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
@@ -94,8 +94,10 @@ function* compareDir(
   for (const e of newDir.entries()) names.add(e.name);
   for (const name of [...names].sort(compareNames)) {
     const path = rel === "" ? name : `${rel}/${name}`;
-    if (name === GIT_NAME) {
-      if (rel !== "" && ctx.opts.nestedGit === "reject" && newDir.statAt(name) !== null) {
+    if (isGitName(name)) {
+      // The root's own `.git` is the fork's gitfile, verified on its own.
+      const own = rel === "" && name === GIT_NAME;
+      if (!own && ctx.opts.nestedGit === "reject" && newDir.statAt(name) !== null) {
         throw new RejectedError(`nested .git at ${path}`);
       }
       continue;
@@ -254,7 +256,7 @@ function* added(
   const childScope = scope ? scope.enter(path, newGitignore(child, path)) : null;
   for (const e of child.sortedEntries()) {
     const cpath = `${path}/${e.name}`;
-    if (e.name === GIT_NAME) {
+    if (isGitName(e.name)) {
       if (ctx.opts.nestedGit === "reject") throw new RejectedError(`nested .git at ${cpath}`);
       continue;
     }
@@ -272,7 +274,7 @@ function* added(
 function findNestedGit(dir: Dir, rel: string): void {
   for (const e of dir.entries()) {
     const path = `${rel}/${e.name}`;
-    if (e.name === GIT_NAME) throw new RejectedError(`nested .git at ${path}`);
+    if (isGitName(e.name)) throw new RejectedError(`nested .git at ${path}`);
     const kind = e.kind ?? dir.statAt(e.name)?.kind;
     if (kind === "dir") {
       using child = dir.openDir(e.name);

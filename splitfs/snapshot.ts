@@ -19,6 +19,22 @@ import type { IgnoreScope } from "./ignore_rules.ts";
 
 /** The name Git uses for its metadata; pruned at every depth. */
 export const GIT_NAME = ".git";
+/**
+ * Names Git treats as its metadata directory, or refuses to check out as one:
+ * `.git` in any case, and the NTFS look-alikes `core.protectNTFS` guards
+ * against (`.git` or `git~1` followed only by spaces and dots). None of them
+ * can travel in a patch, and each could be a repository to a host `git`.
+ */
+export function isGitName(name: string): boolean {
+  for (const segment of name.split("\\")) {
+    const lower = segment.toLowerCase();
+    for (const stem of [".git", "git~1"]) {
+      if (lower.startsWith(stem) && /^[ .]*$/.test(lower.slice(stem.length))) return true;
+    }
+  }
+  return false;
+}
+
 /** Files copied per snapshot before a copy is trusted: one copy plus three re-copies. */
 export const COPY_ATTEMPTS = 4;
 
@@ -98,7 +114,7 @@ function copyDir(
     const name = entry.name;
     const path = rel === "" ? name : `${rel}/${name}`;
     if (rel === "" && opts.skipTop.has(name)) continue;
-    if (name === GIT_NAME) {
+    if (isGitName(name)) {
       stats.prunedGit++;
       continue;
     }

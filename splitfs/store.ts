@@ -7,6 +7,7 @@
  * @module
  */
 
+import { blobId } from "../patch/blob_id.ts";
 import { looseObject } from "../patch/loose_object.ts";
 import type { Dir } from "./dir.ts";
 import { E, FsError } from "./ffi.ts";
@@ -45,13 +46,16 @@ export class ObjectStore implements Disposable {
 
   /** Writes a blob unless present; returns its id. */
   writeBlob(bytes: Uint8Array): string {
-    const obj = looseObject(bytes);
-    const [fan, rest] = [obj.path.slice(0, 2), obj.path.slice(3)];
+    const id = blobId(bytes);
+    const [fan, rest] = [id.slice(0, 2), id.slice(2)];
     let dir = this.#fanout.get(fan);
     if (dir === undefined) {
       dir = this.#objects.ensureDir(fan);
       this.#fanout.set(fan, dir);
     }
+    // Hash first: compressing a blob the store already holds is the expensive part.
+    if (dir.statAt(rest) !== null) return id;
+    const obj = looseObject(bytes);
     try {
       dir.writeNewFile(rest, obj.compressed, 0o444);
     } catch (error) {

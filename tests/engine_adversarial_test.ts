@@ -293,6 +293,11 @@ Deno.test({
     ["gitfile", "sub/deeper/.git", "nested .git at sub/deeper/.git"],
     ["newdir", "newdir/x/.git", "nested .git at newdir/x/.git"],
     ["ignored", "build/x/.git/config", "nested .git at build/x/.git"],
+    // Names git apply refuses as .git look-alikes (core.protectNTFS, case folding).
+    ["upper", "sub/.GIT/config", "nested .git at sub/.GIT"],
+    ["ntfs-short", "git~1/config", "nested .git at git~1"],
+    ["ntfs-dots", "sub/.git. /config", "nested .git at sub/.git. "],
+    ["root-upper", ".Git/config", "nested .git at .Git"],
   ];
   for (const [label, rel, reason] of cases) {
     const fork = ws.fork(label);

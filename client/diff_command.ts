@@ -6,7 +6,8 @@
  * @module
  */
 
-import { runSplitfs, SplitfsError } from "./splitfs_client.ts";
+import { type DoneReply } from "../protocol/splitfs.ts";
+import { SplitfsError, SplitfsService } from "../splitfs/client.ts";
 
 /** What the command needs from its surroundings, so tests can drive it. */
 export interface DiffIo {
@@ -27,7 +28,8 @@ export async function diffCommand(
   io: DiffIo,
 ): Promise<number> {
   try {
-    const changed = await runSplitfs(
+    await using service = SplitfsService.start();
+    const done = await service.request<DoneReply>(
       {
         v: 1,
         t: "diff",
@@ -37,7 +39,7 @@ export async function diffCommand(
       },
       (bytes) => io.write(bytes),
     );
-    return changed === 0 ? 0 : 1;
+    return done.changed === 0 ? 0 : 1;
   } catch (error) {
     if (error instanceof SplitfsError) {
       io.error(`marsh diff: ${error.kind === "rejected" ? "refused: " : ""}${error.message}`);

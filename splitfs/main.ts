@@ -21,6 +21,7 @@ import { diffDirs } from "./diff.ts";
 import { SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { FsError } from "./ffi.ts";
+import { SplitWorkspace } from "./workspace.ts";
 
 const CHUNK = 256 * 1024;
 
@@ -52,6 +53,16 @@ class ChunkSender {
   }
 }
 
+const splits = new Map<string, SplitWorkspace>();
+
+function workspace(id: string): SplitWorkspace {
+  const ws = splits.get(id);
+  if (!ws) throw new ProtocolError(`no open split ${id} in this service`);
+  return ws;
+}
+
+const wire = (id: readonly [bigint, bigint]) => [String(id[0]), String(id[1])] as const;
+
 function handle(req: SplitfsRequest): void {
   switch (req.t) {
     case "diff": {
@@ -67,20 +78,82 @@ function handle(req: SplitfsRequest): void {
       });
       out.flush();
       send({ v: 1, t: "done", changed: summary.files });
+      return;
     }
+    case "create": {
+      if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
+      const ws = SplitWorkspace.create({ root: req.root, id: req.id, env: req.env });
+      splits.set(req.id, ws);
+      send({
+        v: 1,
+        t: "created",
+        dir: ws.dirPath,
+        identity: wire(ws.identity),
+        git: ws.git ? { head: ws.git.head, objects: ws.objectDirs } : null,
+        snapshot: {
+          files: ws.snapshot.files,
+          bytes: ws.snapshot.bytes,
+          ms: Math.round(ws.timing.snapshotMs),
+          strategy: ws.snapshot.strategy,
+        },
+      });
+      return;
+    }
+    case "fork": {
+      const t0 = performance.now();
+      const f = workspace(req.id).fork(req.label);
+      send({
+        v: 1,
+        t: "forked",
+        label: f.label,
+        path: f.path,
+        strategy: f.strategy,
+        identity: wire(f.identity),
+        ms: Math.round(performance.now() - t0),
+      });
+      return;
+    }
+    case "capture": {
+      const t0 = performance.now();
+      const c = workspace(req.id).capture(req.label);
+      send({
+        v: 1,
+        t: "captured",
+        label: req.label,
+        files: c.files,
+        changedBytes: c.changedBytes,
+        ms: Math.round(performance.now() - t0),
+      });
+      return;
+    }
+    case "remove-fork":
+      workspace(req.id).removeFork(req.label);
+      send({ v: 1, t: "ok" });
+      return;
+    case "remove":
+      workspace(req.id).remove();
+      splits.delete(req.id);
+      send({ v: 1, t: "ok" });
+      return;
+    case "release":
+      workspace(req.id).close();
+      splits.delete(req.id);
+      send({ v: 1, t: "ok" });
+      return;
   }
 }
 
 function toError(error: unknown): ErrorReply {
   if (error instanceof RejectedError) {
-    const detail = error.cause instanceof Error ? `: ${error.cause.message}` : "";
-    return { v: 1, t: "error", kind: "rejected", message: `${error.reason}${detail}` };
+    return { v: 1, t: "error", kind: "rejected", message: error.reason };
+  }
+  if (error instanceof WorkspaceReplacedError) {
+    return { v: 1, t: "error", kind: "replaced", message: error.message };
   }
   if (
     error instanceof FsError || error instanceof SymlinkRefusedError ||
     error instanceof WrongKindError || error instanceof TooLargeError ||
-    error instanceof SnapshotError || error instanceof WorkspaceReplacedError ||
-    error instanceof ProtocolError || error instanceof TypeError
+    error instanceof SnapshotError || error instanceof ProtocolError || error instanceof TypeError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }

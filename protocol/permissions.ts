@@ -30,10 +30,42 @@ export function splitfsFlags(): string[] {
 }
 
 /**
- * The CLI: no FFI, no file access of its own; it may read the environment and
- * start the pinned Deno (`deno`, an absolute path) for the services.
- * `./marsh` passes exactly these.
+ * The CLI: no FFI and no read of project files. It reads the environment,
+ * reads and writes the control dir (`home`), connects to the daemon's socket
+ * (and to `MARSH_SOCK` inside a shell branch), and runs programs: the pinned
+ * Deno (for `marsh diff` and to start the daemon) and `join -- CMD`'s command,
+ * which can be anything, so `--allow-run` is unscoped. `./marsh` passes exactly
+ * these.
  */
-export function cliFlags(deno: string): string[] {
-  return ["--quiet", "--no-prompt", "--allow-env", `--allow-run=${deno}`];
+export function cliFlags(home: string, branchSocket?: string): string[] {
+  const sockets = [`unix:${home}/marshd.sock`];
+  if (branchSocket) sockets.push(`unix:${branchSocket}`);
+  return [
+    "--quiet",
+    "--no-prompt",
+    "--allow-env",
+    "--allow-run",
+    `--allow-read=${home}`,
+    `--allow-write=${home}`,
+    `--allow-net=${sockets.join(",")}`,
+  ];
+}
+
+/**
+ * The daemon: the control dir (journal, sockets, spool, attempt files, log),
+ * its own socket and the branch socket slots, and the pinned Deno to start
+ * its two services. No FFI, no project file.
+ */
+export function daemonFlags(home: string, deno: string, slots: number): string[] {
+  const sockets = [`unix:${home}/marshd.sock`];
+  for (let n = 0; n < slots; n++) sockets.push(`unix:${home}/b/${String(n).padStart(2, "0")}.sock`);
+  return [
+    "--quiet",
+    "--no-prompt",
+    "--allow-env",
+    `--allow-read=${home}`,
+    `--allow-write=${home}`,
+    `--allow-net=${sockets.join(",")}`,
+    `--allow-run=${deno}`,
+  ];
 }

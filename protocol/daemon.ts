@@ -1,0 +1,351 @@
+/**
+ * The request protocol between callers (the CLI on the host socket, a shell
+ * branch on its branch socket) and the daemon: length-prefixed frames
+ * (protocol/frame.ts) carrying these typed envelopes. One request per
+ * connection; the connection's life is the request's stream, so a dropped
+ * connection is a dropped stream.
+ *
+ * Authority is never in a frame: it comes from the socket the daemon
+ * accepted the connection on.
+ *
+ * @module
+ */
+
+import type { Manifest } from "./manifest.ts";
+
+/** Bumped when a frame's shape changes incompatibly. */
+export const DAEMON_PROTOCOL = 1;
+
+/** The largest frame on a daemon socket. */
+export const MAX_DAEMON_FRAME = 1024 * 1024;
+
+/** Spool bytes per `spool` frame (base64 grows it by a third). */
+export const SPOOL_CHUNK = 256 * 1024;
+
+/** A branch as the caller declared it. */
+export type BranchSpec =
+  | { readonly kind: "shell"; readonly label: string; readonly script: string }
+  | { readonly kind: "argv"; readonly label: string; readonly argv: readonly string[] };
+
+/** `marsh split`: spool frames follow when `spool` is true, then `spool.end`. */
+export interface SplitCreateRequest {
+  readonly v: 1;
+  readonly t: "split.create";
+  readonly cwd: string;
+  readonly branches: readonly BranchSpec[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly spool: boolean;
+}
+
+/** A piece of the spool (base64). */
+export interface SpoolFrame {
+  readonly v: 1;
+  readonly t: "spool";
+  readonly data: string;
+}
+
+/** The spool is complete. */
+export interface SpoolEndFrame {
+  readonly v: 1;
+  readonly t: "spool.end";
+}
+
+/** Ctrl-C at the client: cancel the split this connection created. */
+export interface CancelFrame {
+  readonly v: 1;
+  readonly t: "split.cancel";
+}
+
+/** `marsh join`. */
+export interface JoinRequest {
+  readonly v: 1;
+  readonly t: "split.join";
+  readonly id: string;
+  readonly keep: boolean;
+  /** A consumer command (`-- CMD`) will run and report its status. */
+  readonly consumer: boolean;
+  /** Escape control bytes in the rendering (the client's stdout is a terminal). */
+  readonly terminal: boolean;
+}
+
+/** After the rendering: the consumer's status (null for a bare join). */
+export interface ReleaseFrame {
+  readonly v: 1;
+  readonly t: "join.release";
+  readonly consumerStatus: number | null;
+}
+
+/** `marsh splits [ID]`. */
+export interface SplitsListRequest {
+  readonly v: 1;
+  readonly t: "splits.list";
+  readonly id?: string;
+}
+
+/** `marsh splits cancel ID` / `marsh splits rm ID`. */
+export interface SplitsActionRequest {
+  readonly v: 1;
+  readonly t: "splits.cancel" | "splits.rm";
+  readonly id: string;
+}
+
+/** `marsh status`, `marsh daemon status`, `marsh daemon stop`. */
+export interface SimpleRequest {
+  readonly v: 1;
+  readonly t: "status" | "daemon.stop";
+}
+
+/** Every frame a caller sends. */
+export type ClientFrame =
+  | SplitCreateRequest
+  | SpoolFrame
+  | SpoolEndFrame
+  | CancelFrame
+  | JoinRequest
+  | ReleaseFrame
+  | SplitsListRequest
+  | SplitsActionRequest
+  | SimpleRequest;
+
+/** The split was accepted and journaled; its id. */
+export interface AcceptedReply {
+  readonly v: 1;
+  readonly t: "split.accepted";
+  readonly id: string;
+}
+
+/** A line for the caller's stderr (progress, a branch's state). */
+export interface NoticeReply {
+  readonly v: 1;
+  readonly t: "notice";
+  readonly message: string;
+}
+
+/** Every branch is settled: the split's exit status and manifest. */
+export interface SplitDoneReply {
+  readonly v: 1;
+  readonly t: "split.done";
+  readonly id: string;
+  readonly code: number;
+  readonly message?: string;
+  readonly manifest: Manifest;
+}
+
+/** The join is granted: what a consumer needs, then the rendering follows in chunks. */
+export interface JoinReadyReply {
+  readonly v: 1;
+  readonly t: "join.ready";
+  readonly manifest: Manifest;
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/** A piece of the rendering (base64). */
+export interface ChunkReply {
+  readonly v: 1;
+  readonly t: "chunk";
+  readonly data: string;
+}
+
+/** The rendering is complete; the daemon waits for `join.release`. */
+export interface RenderedReply {
+  readonly v: 1;
+  readonly t: "join.rendered";
+}
+
+/** The split was released: removed, or kept with the reason and `marsh splits rm ID`. */
+export interface ReleasedReply {
+  readonly v: 1;
+  readonly t: "join.released";
+  readonly removed: boolean;
+  readonly message?: string;
+}
+
+/** `marsh splits`. */
+export interface SplitsReply {
+  readonly v: 1;
+  readonly t: "splits";
+  readonly splits: readonly Manifest[];
+}
+
+/** `marsh status`. */
+export interface StatusReply {
+  readonly v: 1;
+  readonly t: "status";
+  readonly daemon: { readonly pid: number; readonly home: string; readonly started_unix_ms: number };
+  readonly splits: { readonly active: number; readonly awaiting: number; readonly kept: number };
+}
+
+/** A request that finished with nothing more to say. */
+export interface OkReply {
+  readonly v: 1;
+  readonly t: "ok";
+  readonly message?: string;
+}
+
+/** The request failed: `code` is the exit status the CLI should use. */
+export interface ErrorReply {
+  readonly v: 1;
+  readonly t: "error";
+  readonly code: number;
+  readonly message: string;
+}
+
+/** Every frame the daemon sends. */
+export type DaemonFrame =
+  | AcceptedReply
+  | NoticeReply
+  | SplitDoneReply
+  | JoinReadyReply
+  | ChunkReply
+  | RenderedReply
+  | ReleasedReply
+  | SplitsReply
+  | StatusReply
+  | OkReply
+  | ErrorReply;
+
+/** A frame that is not valid for this protocol. */
+export class DaemonProtocolError extends Error {
+  override name = "DaemonProtocolError";
+}
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === "object" && x !== null && !Array.isArray(x);
+}
+
+const MAX_STRING = 256 * 1024;
+
+function str(x: Record<string, unknown>, key: string, max = MAX_STRING): string {
+  const v = x[key];
+  if (typeof v !== "string" || v.length > max) {
+    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
+  }
+  return v;
+}
+
+function bool(x: Record<string, unknown>, key: string): boolean {
+  const v = x[key];
+  if (typeof v !== "boolean") throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
+  return v;
+}
+
+function branchSpec(x: unknown): BranchSpec {
+  if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
+  const label = str(x, "label", 256);
+  if (x.kind === "shell") return { kind: "shell", label, script: str(x, "script") };
+  if (x.kind === "argv" && Array.isArray(x.argv) && x.argv.length > 0 && x.argv.length <= 4096) {
+    return {
+      kind: "argv",
+      label,
+      argv: x.argv.map((a) => {
+        if (typeof a !== "string" || a.length > MAX_STRING) {
+          throw new DaemonProtocolError("malformed branch argv");
+        }
+        return a;
+      }),
+    };
+  }
+  throw new DaemonProtocolError("malformed branch");
+}
+
+function env(x: unknown): Record<string, string> {
+  if (!isObject(x)) throw new DaemonProtocolError("malformed env");
+  const out: Record<string, string> = {};
+  const entries = Object.entries(x);
+  if (entries.length > 4096) throw new DaemonProtocolError("malformed env: too many variables");
+  for (const [k, v] of entries) {
+    if (typeof v !== "string" || k.length > 1024 || v.length > MAX_STRING) {
+      throw new DaemonProtocolError("malformed env");
+    }
+    out[k] = v;
+  }
+  return out;
+}
+
+/** Validates a frame from a caller. */
+export function parseClientFrame(x: unknown): ClientFrame {
+  if (!isObject(x) || x.v !== DAEMON_PROTOCOL) {
+    throw new DaemonProtocolError("unsupported frame version");
+  }
+  switch (x.t) {
+    case "split.create": {
+      if (!Array.isArray(x.branches) || x.branches.length > 1024) {
+        throw new DaemonProtocolError("malformed split.create frame: branches");
+      }
+      return {
+        v: 1,
+        t: "split.create",
+        cwd: str(x, "cwd", 4096),
+        branches: x.branches.map(branchSpec),
+        env: env(x.env),
+        spool: bool(x, "spool"),
+      };
+    }
+    case "spool":
+      return { v: 1, t: "spool", data: str(x, "data", MAX_DAEMON_FRAME) };
+    case "spool.end":
+    case "split.cancel":
+      return { v: 1, t: x.t };
+    case "split.join":
+      return {
+        v: 1,
+        t: "split.join",
+        id: str(x, "id", 128),
+        keep: bool(x, "keep"),
+        consumer: bool(x, "consumer"),
+        terminal: bool(x, "terminal"),
+      };
+    case "join.release": {
+      const s = x.consumerStatus;
+      if (s !== null && (typeof s !== "number" || !Number.isInteger(s))) {
+        throw new DaemonProtocolError("malformed join.release frame: consumerStatus");
+      }
+      return { v: 1, t: "join.release", consumerStatus: s };
+    }
+    case "splits.list":
+      return x.id === undefined
+        ? { v: 1, t: "splits.list" }
+        : { v: 1, t: "splits.list", id: str(x, "id", 128) };
+    case "splits.cancel":
+    case "splits.rm":
+      return { v: 1, t: x.t, id: str(x, "id", 128) };
+    case "status":
+    case "daemon.stop":
+      return { v: 1, t: x.t };
+  }
+  throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
+}
+
+/**
+ * Validates a frame from the daemon. The manifest inside is trusted as the
+ * daemon's own output (same build); its outer shape is checked.
+ */
+export function parseDaemonFrame(x: unknown): DaemonFrame {
+  if (!isObject(x) || x.v !== DAEMON_PROTOCOL) {
+    throw new DaemonProtocolError("unsupported frame version");
+  }
+  const known = [
+    "split.accepted",
+    "notice",
+    "split.done",
+    "join.ready",
+    "chunk",
+    "join.rendered",
+    "join.released",
+    "splits",
+    "status",
+    "ok",
+    "error",
+  ];
+  if (typeof x.t !== "string" || !known.includes(x.t)) {
+    throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
+  }
+  if (x.t === "error" && (typeof x.code !== "number" || typeof x.message !== "string")) {
+    throw new DaemonProtocolError("malformed error frame");
+  }
+  if ((x.t === "split.done" || x.t === "join.ready") && !isObject(x.manifest)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame: manifest`);
+  }
+  if (x.t === "chunk") str(x, "data", MAX_DAEMON_FRAME);
+  return x as unknown as DaemonFrame;
+}

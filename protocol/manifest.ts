@@ -1,0 +1,85 @@
+/**
+ * The split manifest (spec 000 §12): `out/manifest.json`, `join --json`, and
+ * each element of `splits --json`. One shape for all three.
+ *
+ * @module
+ */
+
+/** Who created a split; only the creator may join it. */
+export type Creator =
+  | { readonly kind: "host" }
+  | { readonly kind: "session"; readonly id: string }
+  | { readonly kind: "job"; readonly id: string };
+
+/** Public split states (spec 000 §12). */
+export type SplitState = "run" | "await" | "joined" | "kept" | "cancelled" | "uncertain";
+
+/** Public branch states. */
+export type BranchState =
+  | "pending"
+  | "running"
+  | "captured"
+  | "rejected"
+  | "failed"
+  | "cancelled"
+  | "uncertain";
+
+/** One branch in the manifest. Optional fields are absent rather than null. */
+export interface ManifestBranch {
+  readonly label: string;
+  readonly kind: "shell" | "argv";
+  readonly placement: "shell-vm" | `kit:${string}`;
+  readonly state: BranchState;
+  readonly status?: string;
+  readonly code?: number;
+  readonly job_id?: string;
+  readonly files: number;
+  readonly trust?: "untrusted";
+  readonly fork: string;
+  readonly fork_strategy?: string;
+  readonly started_unix_ms?: number;
+  readonly finished_unix_ms?: number;
+}
+
+/** The manifest, version 2. */
+export interface Manifest {
+  readonly version: 2;
+  readonly id: string;
+  readonly state: SplitState;
+  readonly status?: number;
+  readonly creator: Creator;
+  readonly session: string;
+  readonly parent: null | { readonly split: string; readonly label: string };
+  readonly depth: number;
+  readonly root: string;
+  readonly dir: string;
+  readonly out: string;
+  readonly objects: string;
+  readonly cwd: string;
+  readonly created_unix_ms: number;
+  readonly reason?: string;
+  readonly git?: { readonly head: string | null; readonly objects: readonly string[] };
+  readonly identity: readonly [number, number] | readonly [];
+  readonly timing_ms: Readonly<Record<string, number>>;
+  readonly finished_unix_ms?: number;
+  readonly branches: readonly ManifestBranch[];
+}
+
+/** A branch's exit code from its status (spec 000 §12): exited N → N, failed/rejected → 125, cancelled → 130. */
+export function branchCode(status: string | undefined): number | undefined {
+  if (status === undefined) return undefined;
+  const m = /^exited (\d+)$/.exec(status);
+  if (m) return Number(m[1]);
+  if (status.startsWith("failed") || status.startsWith("rejected")) return 125;
+  if (status === "cancelled") return 130;
+  return undefined;
+}
+
+/** The split's exit status: the first nonzero branch code in declaration order, else 0. */
+export function splitCode(branches: readonly { status?: string }[]): number {
+  for (const b of branches) {
+    const code = branchCode(b.status) ?? 125;
+    if (code !== 0) return code;
+  }
+  return 0;
+}

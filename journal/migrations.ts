@@ -1,0 +1,199 @@
+/**
+ * The journal's schema as an ordered list of forward migrations. Version N
+ * is the schema after migrations 1..N; an empty file is version 0. The
+ * `schema_version` table holds one row per applied migration.
+ *
+ * Add a migration by appending to {@linkcode MIGRATIONS}; never edit one
+ * that has shipped (a journal on disk already ran it).
+ *
+ * @module
+ */
+
+import type { DatabaseSync } from "node:sqlite";
+import { JournalError } from "./errors.ts";
+
+/** One step of the schema. */
+export interface Migration {
+  /** 1, 2, 3, ...: one more than the previous migration's. */
+  readonly version: number;
+  /** What the step does, stored with it. */
+  readonly name: string;
+  /** Statements run inside the migration's transaction. */
+  readonly sql: string;
+}
+
+/** Every migration, oldest first. */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "splits, branches and capabilities (spec 000 §5)",
+    sql: `
+      CREATE TABLE splits (
+        id TEXT PRIMARY KEY NOT NULL,
+        creator_kind TEXT NOT NULL CHECK (creator_kind IN ('host', 'session', 'job')),
+        creator_id TEXT,
+        session TEXT NOT NULL,
+        parent_split TEXT,
+        parent_label TEXT,
+        depth INTEGER NOT NULL CHECK (depth >= 1),
+        root TEXT NOT NULL,
+        dir TEXT NOT NULL,
+        cwd TEXT NOT NULL,
+        cap TEXT NOT NULL,
+        state TEXT NOT NULL
+          CHECK (state IN ('run', 'await', 'joined', 'kept', 'cancelled', 'uncertain')),
+        status INTEGER,
+        reason TEXT,
+        identity_dev TEXT,
+        identity_ino TEXT,
+        git TEXT,
+        created_ms INTEGER NOT NULL,
+        finished_ms INTEGER,
+        timing TEXT NOT NULL DEFAULT '{}',
+        with_ignored INTEGER NOT NULL DEFAULT 0 CHECK (with_ignored IN (0, 1)),
+        CHECK ((creator_kind = 'host') = (creator_id IS NULL)),
+        CHECK ((parent_split IS NULL) = (parent_label IS NULL)),
+        CHECK ((identity_dev IS NULL) = (identity_ino IS NULL))
+      ) STRICT;
+
+      CREATE TABLE branches (
+        split TEXT NOT NULL REFERENCES splits (id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        idx INTEGER NOT NULL CHECK (idx >= 0),
+        kind TEXT NOT NULL CHECK (kind IN ('shell', 'argv')),
+        placement TEXT NOT NULL
+          CHECK (placement = 'shell-vm' OR (placement LIKE 'kit:%' AND length(placement) > 4)),
+        run TEXT NOT NULL,
+        state TEXT NOT NULL
+          CHECK (state IN ('pending', 'running', 'captured', 'rejected', 'failed',
+                           'cancelled', 'uncertain')),
+        status TEXT,
+        code INTEGER,
+        job_id TEXT,
+        files INTEGER NOT NULL DEFAULT 0 CHECK (files >= 0),
+        trust TEXT CHECK (trust IS NULL OR trust = 'untrusted'),
+        fork TEXT NOT NULL,
+        fork_dev TEXT,
+        fork_ino TEXT,
+        started_ms INTEGER,
+        finished_ms INTEGER,
+        result TEXT,
+        PRIMARY KEY (split, label),
+        UNIQUE (split, idx),
+        CHECK ((fork_dev IS NULL) = (fork_ino IS NULL))
+      ) STRICT;
+
+      CREATE TABLE capabilities (
+        id TEXT PRIMARY KEY NOT NULL,
+        split TEXT NOT NULL REFERENCES splits (id) ON DELETE CASCADE,
+        label TEXT,
+        holder TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('live', 'revoked')),
+        created_ms INTEGER NOT NULL,
+        revoked_ms INTEGER,
+        CHECK ((state = 'revoked') = (revoked_ms IS NOT NULL)),
+        FOREIGN KEY (split, label) REFERENCES branches (split, label) ON DELETE CASCADE
+      ) STRICT;
+    `,
+  },
+  {
+    version: 2,
+    name: "branch execution details (DESIGN.md §3) and indexes for the daemon's queries",
+    sql: `
+      ALTER TABLE branches ADD COLUMN fork_strategy TEXT;
+      ALTER TABLE branches ADD COLUMN attempt TEXT;
+      ALTER TABLE branches ADD COLUMN mechanism TEXT
+        CHECK (mechanism IS NULL OR mechanism IN ('cgroup', 'subreaper'));
+
+      CREATE INDEX splits_by_created ON splits (created_ms);
+      CREATE INDEX splits_by_state ON splits (state);
+      CREATE INDEX splits_by_parent ON splits (parent_split) WHERE parent_split IS NOT NULL;
+      CREATE INDEX branches_by_state ON branches (state);
+      CREATE INDEX capabilities_by_branch ON capabilities (split, label);
+      CREATE INDEX capabilities_live ON capabilities (state) WHERE state = 'live';
+    `,
+  },
+];
+
+/** The schema version this code writes and reads. */
+export const SCHEMA_VERSION: number = MIGRATIONS.length;
+
+const VERSION_TABLE = `
+  CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER PRIMARY KEY NOT NULL,
+    name TEXT NOT NULL,
+    applied_ms INTEGER NOT NULL
+  ) STRICT`;
+
+/**
+ * Reads the schema version of an open database without writing: 0 for an
+ * empty file. Throws {@linkcode JournalError} for a database that has
+ * tables but no `schema_version` (not a journal, so never migrated).
+ */
+export function readSchemaVersion(db: DatabaseSync, path: string): number {
+  const hasTable = db.prepare(
+    "SELECT 1 AS x FROM sqlite_schema WHERE type = 'table' AND name = 'schema_version'",
+  ).get();
+  if (hasTable === undefined) {
+    const other = db.prepare("SELECT name FROM sqlite_schema LIMIT 1").get();
+    if (other !== undefined) {
+      throw new JournalError(
+        `Not a marsh journal: "${path}" holds "${String(other.name)}" but no schema version`,
+      );
+    }
+    return 0;
+  }
+  const row = db.prepare("SELECT max(version) AS v FROM schema_version").get();
+  const v = row?.v ?? 0;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new JournalError(`Journal schema version cannot be read: "${path}" holds ${String(v)}`);
+  }
+  return v;
+}
+
+/**
+ * Applies the migrations after the database's version in one `BEGIN
+ * IMMEDIATE` transaction (re-reading the version under the write lock, so
+ * two processes opening at once migrate once). Returns the versions applied.
+ */
+export function applyMigrations(
+  db: DatabaseSync,
+  path: string,
+  nowMs: number,
+  migrations: readonly Migration[] = MIGRATIONS,
+): number[] {
+  checkOrder(migrations);
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const from = readSchemaVersion(db, path);
+    const pending = migrations.filter((m) => m.version > from);
+    if (pending.length > 0) db.exec(VERSION_TABLE);
+    const record = db.prepare(
+      "INSERT INTO schema_version (version, name, applied_ms) VALUES (?, ?, ?)",
+    );
+    for (const m of pending) {
+      db.exec(m.sql);
+      record.run(m.version, m.name, nowMs);
+    }
+    const violation = db.prepare("PRAGMA foreign_key_check").get();
+    if (violation !== undefined) {
+      throw new JournalError(
+        `Journal migration broke a reference: table "${String(violation.table)}"`,
+      );
+    }
+    db.exec("COMMIT");
+    return pending.map((m) => m.version);
+  } catch (error) {
+    if (db.isTransaction) db.exec("ROLLBACK");
+    if (error instanceof JournalError) throw error;
+    throw new JournalError(`Journal migration failed: "${path}"`, { cause: error });
+  }
+}
+
+function checkOrder(migrations: readonly Migration[]): void {
+  migrations.forEach((m, i) => {
+    if (m.version !== i + 1) {
+      throw new TypeError(`Migrations out of order: position ${i} holds version ${m.version}`);
+    }
+  });
+}

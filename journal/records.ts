@@ -1,0 +1,226 @@
+/**
+ * The records the journal keeps (spec 000 §5 and §12): one per split, one
+ * per branch, one per capability. Field names follow the spec's JSON shapes
+ * in camelCase; `*Ms` fields are Unix milliseconds.
+ *
+ * @module
+ */
+
+/** Split states (spec 000 §12): `run -> await -> joined | kept`, `run -> cancelled`, or `uncertain` after a restart. */
+export const SPLIT_STATES = ["run", "await", "joined", "kept", "cancelled", "uncertain"] as const;
+/** A split's state. */
+export type SplitState = typeof SPLIT_STATES[number];
+
+/** Branch states (spec 000 §12). */
+export const BRANCH_STATES = [
+  "pending",
+  "running",
+  "captured",
+  "rejected",
+  "failed",
+  "cancelled",
+  "uncertain",
+] as const;
+/** A branch's state. */
+export type BranchState = typeof BRANCH_STATES[number];
+
+/** Capability states (spec 000 §4). */
+export const CAPABILITY_STATES = ["live", "revoked"] as const;
+/** A capability's state. */
+export type CapabilityState = typeof CAPABILITY_STATES[number];
+
+/** Branch kinds: `-b LABEL=STRING` is `shell`, `::: LABEL CMD ARGS...` is `argv`. */
+export const BRANCH_KINDS = ["shell", "argv"] as const;
+/** A branch's kind. */
+export type BranchKind = typeof BRANCH_KINDS[number];
+
+/** How every writer of a shell branch was tracked (DESIGN.md §3). */
+export const MECHANISMS = ["cgroup", "subreaper"] as const;
+/** A branch's supervision mechanism. */
+export type Mechanism = typeof MECHANISMS[number];
+
+/** Returns whether `x` is a split state string. */
+export function isSplitState(x: unknown): x is SplitState {
+  return typeof x === "string" && (SPLIT_STATES as readonly string[]).includes(x);
+}
+
+/** Returns whether `x` is a branch state string. */
+export function isBranchState(x: unknown): x is BranchState {
+  return typeof x === "string" && (BRANCH_STATES as readonly string[]).includes(x);
+}
+
+/** Returns whether `x` is a capability state string. */
+export function isCapabilityState(x: unknown): x is CapabilityState {
+  return typeof x === "string" && (CAPABILITY_STATES as readonly string[]).includes(x);
+}
+
+/**
+ * Who created a split (spec 000 §12): the host (its handle is the join
+ * capability for host callers), a session, or a Kit job.
+ */
+export type Creator =
+  | { readonly kind: "host" }
+  | { readonly kind: "session"; readonly id: string }
+  | { readonly kind: "job"; readonly id: string };
+
+/** `(dev, ino)` as decimal strings: JSON has no 64-bit integers. */
+export type DirIdentity = readonly [dev: string, ino: string];
+
+/** Where a branch runs: a host shell, or a registered Kit command in a container. */
+export type Placement = "shell-vm" | `kit:${string}`;
+
+/** The caller's Git state at snapshot time (spec 000 §12 `git`). */
+export interface GitSource {
+  readonly head: string | null;
+  readonly objects: readonly string[];
+}
+
+/** One split. */
+export interface SplitRecord {
+  readonly id: string;
+  readonly creator: Creator;
+  /** The pool session whose 8 branch slots this split uses. */
+  readonly session: string;
+  /** The branch that created this split, for a nested one. */
+  readonly parent: { readonly split: string; readonly label: string } | null;
+  /** 1 for a root split. */
+  readonly depth: number;
+  /** The project root. */
+  readonly root: string;
+  /** `<root>/.marsh/split/<id>`. */
+  readonly dir: string;
+  /** The caller's cwd relative to `root`. */
+  readonly cwd: string;
+  /** The id of the split's own capability record. */
+  readonly cap: string;
+  readonly state: SplitState;
+  /** The exit status of `marsh split`, once settled. */
+  readonly status: number | null;
+  /** Why the split was kept or cancelled (for example `daemon restarted`). */
+  readonly reason: string | null;
+  /** `(dev, ino)` of the split dir; null until the snapshot exists. */
+  readonly identity: DirIdentity | null;
+  readonly git: GitSource | null;
+  readonly createdMs: number;
+  /** When every branch was captured. */
+  readonly finishedMs: number | null;
+  /** `timing_ms`: `snapshot`, `forks`, `run`, `capture:<label>`, `consumer`. */
+  readonly timing: Readonly<Record<string, number>>;
+  /** Always false in v1 (no `--with-ignored`). */
+  readonly withIgnored: boolean;
+}
+
+/** One branch of a split. */
+export interface BranchRecord {
+  readonly split: string;
+  readonly label: string;
+  /** Declaration order, from 0. */
+  readonly index: number;
+  readonly kind: BranchKind;
+  readonly placement: Placement;
+  /** The shell string of a shell branch, or the argv of an argv branch. */
+  readonly run: string | readonly string[];
+  readonly state: BranchState;
+  /** `exited N`, `failed: capacity`, `failed: <why>`, `rejected: <why>` or `cancelled`. */
+  readonly status: string | null;
+  /** The branch code: N for `exited N`, 125 for failed/rejected, 130 for cancelled. */
+  readonly code: number | null;
+  readonly jobId: string | null;
+  /** Changed-file count of the captured result. */
+  readonly files: number;
+  /** `untrusted` when the fork was never verified (a restart, an unreaped cancel). */
+  readonly trust: "untrusted" | null;
+  /** `<dir>/<label>`. */
+  readonly fork: string;
+  readonly forkIdentity: DirIdentity | null;
+  /** Which fork strategy made the fork (`reflink`, `copy_file_range`, `copy`, ...). */
+  readonly forkStrategy: string | null;
+  /** The worker attempt that ran the branch. */
+  readonly attempt: string | null;
+  readonly startedMs: number | null;
+  readonly finishedMs: number | null;
+  /** R: a digest of the captured patch. */
+  readonly result: string | null;
+  readonly mechanism: Mechanism | null;
+}
+
+/** A capability: a daemon record, never a bearer secret (spec 000 §4). */
+export interface CapabilityRecord {
+  readonly id: string;
+  readonly split: string;
+  /** The branch it was issued to, or null for the split's own. */
+  readonly label: string | null;
+  /** Who holds it, for example `session:<id>`, `job:<id>` or `host`. */
+  readonly holder: string;
+  readonly state: CapabilityState;
+  readonly createdMs: number;
+  readonly revokedMs: number | null;
+}
+
+/** The split fields that may change after creation (state changes go through `transitionSplit`). */
+export const SPLIT_MUTABLE = [
+  "status",
+  "reason",
+  "identity",
+  "git",
+  "finishedMs",
+  "timing",
+] as const;
+/** A change to a split's mutable fields; absent (or undefined) fields stay as they are. */
+export type SplitPatch = Partial<Pick<SplitRecord, typeof SPLIT_MUTABLE[number]>>;
+
+/** The branch fields that may change after creation (state changes go through `transitionBranch`). */
+export const BRANCH_MUTABLE = [
+  "status",
+  "code",
+  "jobId",
+  "files",
+  "trust",
+  "forkIdentity",
+  "forkStrategy",
+  "attempt",
+  "startedMs",
+  "finishedMs",
+  "result",
+  "mechanism",
+] as const;
+/** A change to a branch's mutable fields; absent (or undefined) fields stay as they are. */
+export type BranchPatch = Partial<Pick<BranchRecord, typeof BRANCH_MUTABLE[number]>>;
+
+/** Which splits `listSplits` returns; every given condition must hold. */
+export interface SplitFilter {
+  readonly creator?: Creator;
+  readonly states?: readonly SplitState[];
+  /** Only the children of this split. */
+  readonly parent?: string;
+  readonly limit?: number;
+}
+
+/** What `marsh status` shows. */
+export interface SplitCounts {
+  /** Splits in `run`. */
+  readonly active: number;
+  /** Splits in `await`. */
+  readonly awaiting: number;
+  /** Splits in `kept`. */
+  readonly kept: number;
+}
+
+/** What restart recovery changed (spec 000 §6); forks are all kept. */
+export interface RecoveryReport {
+  readonly atMs: number;
+  readonly splits: readonly {
+    readonly id: string;
+    readonly from: "run" | "await";
+    readonly to: "uncertain" | "kept";
+  }[];
+  readonly branches: readonly {
+    readonly split: string;
+    readonly label: string;
+    readonly from: "running" | "pending";
+    readonly to: "uncertain" | "cancelled";
+    /** Kept on disk; an uncertain branch's fork is untrusted. */
+    readonly fork: string;
+  }[];
+  readonly revokedCapabilities: readonly string[];
+}

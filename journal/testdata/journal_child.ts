@@ -1,0 +1,52 @@
+/**
+ * A stand-in for the daemon, killed with SIGKILL by the durability tests.
+ * It writes to the journal, prints `written` once the call has returned,
+ * then waits to be killed without closing anything.
+ *
+ * Usage: `deno run --allow-read=DIR --allow-write=DIR journal_child.ts MODE DB`
+ *
+ * - `split`: commits split `s1`.
+ * - `mid-transaction`: creates split `s1` inside a transaction that never commits.
+ * - `mid-run`: commits the mid-run scenario of `_testing.ts`.
+ *
+ * @module
+ */
+
+import { Journal } from "../journal.ts";
+import { sampleSplit, writeMidRunScenario } from "../_testing.ts";
+
+function written(): void {
+  Deno.stdout.writeSync(new TextEncoder().encode("written\n"));
+}
+
+function blockForever(): never {
+  // Blocks this thread without returning to the event loop, so no
+  // transaction can finish and no finalizer can run.
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0);
+  throw new Error("Atomics.wait returned");
+}
+
+const [mode, path] = Deno.args;
+if (path === undefined) throw new TypeError("Usage: journal_child.ts MODE DB");
+const journal = Journal.open(path);
+switch (mode) {
+  case "split":
+    journal.createSplit(sampleSplit("s1"));
+    written();
+    blockForever();
+    break;
+  case "mid-transaction":
+    journal.immediate(() => {
+      journal.createSplit(sampleSplit("s1"));
+      written();
+      blockForever();
+    });
+    break;
+  case "mid-run":
+    writeMidRunScenario(journal);
+    written();
+    blockForever();
+    break;
+  default:
+    throw new TypeError(`Unknown mode: "${mode}"`);
+}

@@ -12,6 +12,12 @@ export const SPLITFS_PROTOCOL = 1;
 /** `(dev, ino)` as decimal strings: JSON has no 64-bit integers. */
 export type WireIdentity = readonly [string, string];
 
+/** Branches per split (spec 000 §4); bounds `render` and `reopen`. */
+export const MAX_SPLIT_BRANCHES = 16;
+
+/** The largest `out/manifest.json` the service writes. */
+export const MAX_MANIFEST_BYTES = 1024 * 1024;
+
 /** Compare two directories and stream the patch (or the files list). */
 export interface DiffRequest {
   readonly v: 1;
@@ -21,17 +27,34 @@ export interface DiffRequest {
   readonly files: boolean;
 }
 
-/** Create `<root>/.marsh/split/<id>/` and take the snapshot. */
+/**
+ * Find the project of a cwd without changing anything: the nearest ancestor
+ * of realpath(cwd) (cwd included) with a `.git` entry, else the cwd itself.
+ * Answered with `located`; the same rules as `create`.
+ */
+export interface LocateRequest {
+  readonly v: 1;
+  readonly t: "locate";
+  /** The caller's cwd, absolute. */
+  readonly cwd: string;
+}
+
+/**
+ * Locate the project of `cwd` (as `locate`), create
+ * `<root>/.marsh/split/<id>/` and take the snapshot. `progress` replies may
+ * come before `created`.
+ */
 export interface CreateRequest {
   readonly v: 1;
   readonly t: "create";
   readonly id: string;
-  readonly root: string;
+  /** The caller's cwd, absolute. */
+  readonly cwd: string;
   /** Locates the caller's global Git excludes. */
   readonly env: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string };
 }
 
-/** Fork a created split for one branch. */
+/** Fork a created split for one branch. `progress` replies may come before `forked`. */
 export interface ForkRequest {
   readonly v: 1;
   readonly t: "fork";
@@ -69,15 +92,88 @@ export interface ReleaseRequest {
   readonly id: string;
 }
 
+/**
+ * Write a branch's `out/<label>/status` (`status` plus a newline) and copy
+ * its attempt output to `out/<label>/stdout` and `stderr`, all created
+ * `O_EXCL`; `out/<label>/` is made when the branch has no fork. Once per
+ * label. Answered with `ok`.
+ */
+export interface PublishRequest {
+  readonly v: 1;
+  readonly t: "publish";
+  readonly id: string;
+  readonly label: string;
+  readonly status: string;
+  /** Absolute path of the attempt's stdout file (daemon's control dir); `null`: empty. */
+  readonly stdout: string | null;
+  /** Absolute path of the attempt's stderr file; `null`: empty. */
+  readonly stderr: string | null;
+}
+
+/** Replace `out/manifest.json` atomically with `json`. Answered with `ok`. */
+export interface ManifestRequest {
+  readonly v: 1;
+  readonly t: "manifest";
+  readonly id: string;
+  /** The manifest text, a JSON object, at most {@linkcode MAX_MANIFEST_BYTES}. */
+  readonly json: string;
+}
+
+/** One branch of a rendering, in declaration order. */
+export interface RenderBranchSpec {
+  readonly label: string;
+  readonly status: string;
+  /** Changed paths; 0 renders `(no changes)`. */
+  readonly files: number;
+}
+
+/**
+ * Stream the text rendering for a consumer (spec 000 §13 "Rendering") as
+ * `chunk` replies, then `done` (`changed`: the sum of `files`).
+ */
+export interface RenderRequest {
+  readonly v: 1;
+  readonly t: "render";
+  readonly id: string;
+  readonly branches: readonly RenderBranchSpec[];
+  /** Escape control bytes other than `\n` and `\t` (the output is a terminal). */
+  readonly terminal: boolean;
+}
+
+/**
+ * After a daemon restart: open an existing split's directory through
+ * no-follow descriptors and check its and each listed fork's identity, so
+ * `remove`, `publish`, `manifest` and `render` work on it. `fork`, `capture`
+ * and `remove-fork` are refused (the forks are untrusted). Answered with
+ * `ok`, or `replaced` when a directory is missing or not the one journaled.
+ */
+export interface ReopenRequest {
+  readonly v: 1;
+  readonly t: "reopen";
+  readonly id: string;
+  /** The project root as `created` or `located` gave it. */
+  readonly root: string;
+  /** The split dir's identity from `created`. */
+  readonly identity: WireIdentity;
+  /** The forks still expected, with their identities from `forked`. */
+  readonly forks: readonly { readonly label: string; readonly identity: WireIdentity }[];
+  readonly git: boolean;
+}
+
 /** Every request the service accepts. */
 export type SplitfsRequest =
   | DiffRequest
+  | LocateRequest
   | CreateRequest
   | ForkRequest
   | CaptureRequest
   | RemoveForkRequest
   | RemoveRequest
-  | ReleaseRequest;
+  | ReleaseRequest
+  | PublishRequest
+  | ManifestRequest
+  | RenderRequest
+  | ReopenRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -86,17 +182,42 @@ export interface ChunkReply {
   readonly data: string;
 }
 
-/** A `diff` finished. */
+/**
+ * Copying in progress (`create`, `fork`): files and bytes so far. Sent at
+ * most every 250 ms, before the final reply.
+ */
+export interface ProgressReply {
+  readonly v: 1;
+  readonly t: "progress";
+  readonly files: number;
+  readonly bytes: number;
+}
+
+/** A `diff` or `render` finished. */
 export interface DoneReply {
   readonly v: 1;
   readonly t: "done";
   readonly changed: number;
 }
 
+/** Where a project is. */
+export interface LocatedReply {
+  readonly v: 1;
+  readonly t: "located";
+  /** The project root, absolute and canonical. */
+  readonly root: string;
+  /** The cwd relative to `root`, `/`-separated; `""` at the root. */
+  readonly cwd: string;
+}
+
 /** A split was created. */
 export interface CreatedReply {
   readonly v: 1;
   readonly t: "created";
+  /** The project root, absolute and canonical. */
+  readonly root: string;
+  /** The cwd relative to `root`, `/`-separated; `""` at the root. */
+  readonly cwd: string;
   readonly dir: string;
   readonly identity: WireIdentity;
   readonly git: { readonly head: string | null; readonly objects: readonly string[] } | null;
@@ -151,7 +272,9 @@ export interface ErrorReply {
 /** Every reply the service sends. */
 export type SplitfsReply =
   | ChunkReply
+  | ProgressReply
   | DoneReply
+  | LocatedReply
   | CreatedReply
   | ForkedReply
   | CapturedReply
@@ -181,6 +304,67 @@ function optStr(x: Record<string, unknown>, key: string): string | undefined {
   return x[key] === undefined ? undefined : str(x, key);
 }
 
+function absPath(x: Record<string, unknown>, key: string): string {
+  const v = str(x, key);
+  if (!v.startsWith("/") || v.includes("\0")) {
+    throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be an absolute path`);
+  }
+  return v;
+}
+
+function nullablePath(x: Record<string, unknown>, key: string): string | null {
+  return x[key] === null ? null : absPath(x, key);
+}
+
+function bool(x: Record<string, unknown>, key: string): boolean {
+  const v = x[key];
+  if (typeof v !== "boolean") {
+    throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be a boolean`);
+  }
+  return v;
+}
+
+const DECIMAL = /^(0|[1-9][0-9]{0,19})$/;
+
+function wireIdentity(v: unknown, where: string): WireIdentity {
+  if (
+    !Array.isArray(v) || v.length !== 2 ||
+    !v.every((p) => typeof p === "string" && DECIMAL.test(p))
+  ) {
+    throw new ProtocolError(`malformed ${where}: identity must be two decimal strings`);
+  }
+  return [v[0] as string, v[1] as string];
+}
+
+function list(x: Record<string, unknown>, key: string): Record<string, unknown>[] {
+  const v = x[key];
+  if (!Array.isArray(v) || v.length > MAX_SPLIT_BRANCHES || !v.every(isObject)) {
+    throw new ProtocolError(
+      `malformed ${
+        String(x.t)
+      } frame: ${key} must be a list of at most ${MAX_SPLIT_BRANCHES} objects`,
+    );
+  }
+  return v;
+}
+
+function manifestJson(x: Record<string, unknown>): string {
+  const v = x.json;
+  if (typeof v !== "string" || v.length > MAX_MANIFEST_BYTES) {
+    throw new ProtocolError(
+      `malformed manifest frame: json must be a string of at most ${MAX_MANIFEST_BYTES} bytes`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(v);
+  } catch (cause) {
+    throw new ProtocolError("malformed manifest frame: json is not JSON", { cause });
+  }
+  if (!isObject(parsed)) throw new ProtocolError("malformed manifest frame: json is not an object");
+  return v;
+}
+
 /** Validates a request frame. */
 export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) {
@@ -190,14 +374,55 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
       return { v: 1, t: "diff", old: str(x, "old"), new: str(x, "new"), files: x.files };
+    case "locate":
+      return { v: 1, t: "locate", cwd: absPath(x, "cwd") };
     case "create": {
       if (!isObject(x.env)) throw new ProtocolError("malformed create frame: env");
       const env = {
         HOME: optStr(x.env, "HOME"),
         XDG_CONFIG_HOME: optStr(x.env, "XDG_CONFIG_HOME"),
       };
-      return { v: 1, t: "create", id: str(x, "id"), root: str(x, "root"), env };
+      return { v: 1, t: "create", id: str(x, "id"), cwd: absPath(x, "cwd"), env };
     }
+    case "publish":
+      return {
+        v: 1,
+        t: "publish",
+        id: str(x, "id"),
+        label: str(x, "label"),
+        status: str(x, "status"),
+        stdout: nullablePath(x, "stdout"),
+        stderr: nullablePath(x, "stderr"),
+      };
+    case "manifest":
+      return { v: 1, t: "manifest", id: str(x, "id"), json: manifestJson(x) };
+    case "render":
+      return {
+        v: 1,
+        t: "render",
+        id: str(x, "id"),
+        terminal: bool(x, "terminal"),
+        branches: list(x, "branches").map((b) => {
+          const files = b.files;
+          if (typeof files !== "number" || !Number.isSafeInteger(files) || files < 0) {
+            throw new ProtocolError("malformed render frame: files must be a count");
+          }
+          return { label: str(b, "label"), status: str(b, "status"), files };
+        }),
+      };
+    case "reopen":
+      return {
+        v: 1,
+        t: "reopen",
+        id: str(x, "id"),
+        root: absPath(x, "root"),
+        identity: wireIdentity(x.identity, "reopen frame"),
+        forks: list(x, "forks").map((f) => ({
+          label: str(f, "label"),
+          identity: wireIdentity(f.identity, "reopen frame"),
+        })),
+        git: bool(x, "git"),
+      };
     case "fork":
     case "capture":
     case "remove-fork":
@@ -218,12 +443,10 @@ function num(x: Record<string, unknown>, key: string): number {
 }
 
 function identity(x: Record<string, unknown>): WireIdentity {
-  const v = x.identity;
-  if (!Array.isArray(v) || v.length !== 2 || !v.every((p) => typeof p === "string")) {
-    throw new ProtocolError(`malformed ${String(x.t)} reply: identity`);
-  }
-  return [v[0] as string, v[1] as string];
+  return wireIdentity(x.identity, `${String(x.t)} reply`);
 }
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** Validates a reply frame. */
 export function parseSplitfsReply(x: unknown): SplitfsReply {
@@ -232,9 +455,17 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
   }
   switch (x.t) {
     case "chunk":
-      return { v: 1, t: "chunk", data: str({ ...x, t: "chunk" }, "data") };
+      // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.
+      if (typeof x.data !== "string" || !BASE64.test(x.data)) {
+        throw new ProtocolError("malformed chunk reply: data must be base64");
+      }
+      return { v: 1, t: "chunk", data: x.data };
+    case "progress":
+      return { v: 1, t: "progress", files: num(x, "files"), bytes: num(x, "bytes") };
     case "done":
       return { v: 1, t: "done", changed: num(x, "changed") };
+    case "located":
+      return { v: 1, t: "located", root: str(x, "root"), cwd: str(x, "cwd") };
     case "created": {
       const snap = x.snapshot;
       if (!isObject(snap)) throw new ProtocolError("malformed created reply: snapshot");
@@ -249,6 +480,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       return {
         v: 1,
         t: "created",
+        root: str(x, "root"),
+        cwd: str(x, "cwd"),
         dir: str(x, "dir"),
         identity: identity(x),
         git,

@@ -14,6 +14,7 @@ import { splitfsFlags } from "../protocol/permissions.ts";
 import {
   type ErrorReply,
   parseSplitfsReply,
+  type ProgressReply,
   type SplitfsReply,
   type SplitfsRequest,
 } from "../protocol/splitfs.ts";
@@ -33,8 +34,20 @@ export function denoPath(): string {
 
 const repo = new URL("../", import.meta.url);
 
-/** Final (non-chunk) replies. */
-export type FinalReply = Exclude<SplitfsReply, { t: "chunk" } | { t: "error" }>;
+/** Final replies: everything but streamed output, progress and errors. */
+export type FinalReply = Exclude<SplitfsReply, { t: "chunk" } | { t: "progress" } | { t: "error" }>;
+
+/** Receives a piece of streamed output (`diff`, `render`). */
+export type ChunkHandler = (bytes: Uint8Array) => Promise<void> | void;
+
+/** Receives copy progress (`create`, `fork`): at most one call per interval. */
+export type ProgressHandler = (progress: Omit<ProgressReply, "v" | "t">) => Promise<void> | void;
+
+/** How to start the service. */
+export interface StartOptions {
+  /** Least interval between progress replies, in ms (default 250; tests shorten it). */
+  readonly progressIntervalMs?: number;
+}
 
 /** A running service. Requests are answered in order, one at a time. */
 export class SplitfsService implements AsyncDisposable {
@@ -51,13 +64,18 @@ export class SplitfsService implements AsyncDisposable {
   }
 
   /** Starts the service. */
-  static start(): SplitfsService {
+  static start(options: StartOptions = {}): SplitfsService {
+    const interval = options.progressIntervalMs;
+    if (interval !== undefined && (!Number.isSafeInteger(interval) || interval < 0)) {
+      throw new RangeError(`invalid progress interval: ${interval}`);
+    }
     const child = new Deno.Command(denoPath(), {
       args: [
         "run",
         ...splitfsFlags(),
         `--config=${new URL("deno.json", repo).pathname}`,
         new URL("splitfs/main.ts", repo).pathname,
+        ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
       ],
       stdin: "piped",
       stdout: "piped",
@@ -66,15 +84,21 @@ export class SplitfsService implements AsyncDisposable {
     return new SplitfsService(child);
   }
 
+  /** The service's process id (for logs and the memory tests). */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
   /**
    * Sends one request and resolves with its final reply; `onChunk` receives
-   * streamed output first.
+   * streamed output and `onProgress` copy progress first, in order.
    *
    * @throws {SplitfsError} when the service answers with an error or dies
    */
   request<R extends FinalReply = FinalReply>(
     req: SplitfsRequest,
-    onChunk?: (bytes: Uint8Array) => Promise<void> | void,
+    onChunk?: ChunkHandler,
+    onProgress?: ProgressHandler,
   ): Promise<R> {
     const run = async (): Promise<R> => {
       await this.#writer.write(encodeFrame(req));
@@ -89,7 +113,9 @@ export class SplitfsService implements AsyncDisposable {
         }
         const reply = parseSplitfsReply(next.value);
         if (reply.t === "chunk") await onChunk?.(Buffer.from(reply.data, "base64"));
-        else if (reply.t === "error") throw new SplitfsError(reply.kind, reply.message);
+        else if (reply.t === "progress") {
+          await onProgress?.({ files: reply.files, bytes: reply.bytes });
+        } else if (reply.t === "error") throw new SplitfsError(reply.kind, reply.message);
         else return reply as R;
       }
     };

@@ -242,15 +242,52 @@ export class Dir implements Disposable {
    * the open is still non-blocking and the file must be regular.
    */
   static readAbsolute(path: string, limit: number): Uint8Array {
+    using file = Dir.openAbsoluteFile(path);
+    return file.readAll(limit);
+  }
+
+  /**
+   * Opens a regular file outside any project by absolute path (the user's
+   * own config files, the daemon's attempt output): symlinks in the path are
+   * followed, the open is non-blocking, and the file must be regular.
+   *
+   * @throws {WrongKindError} when it is not a regular file
+   * @throws {FsError} when it cannot be opened
+   */
+  static openAbsoluteFile(path: string): FileHandle {
     if (!path.startsWith("/")) throw new TypeError(`not an absolute path: ${path}`);
     const fd = retryEintr(() =>
       libc().openat(AT.FDCWD, cstr(path), O.RDONLY | O.NONBLOCK | O.NOCTTY | O.CLOEXEC, 0)
     );
     if (fd === -1) throw new FsError("open", path, errno());
-    using file = new FileHandle(fd, path);
+    const file = new FileHandle(fd, path);
     const st = file.stat();
-    if (st.kind !== "file") throw new WrongKindError(path, st.kind, "file");
-    return file.readAll(limit);
+    if (st.kind !== "file") {
+      file.close();
+      throw new WrongKindError(path, st.kind, "file");
+    }
+    return file;
+  }
+
+  /**
+   * `lstat` of an absolute path: its last component is not followed.
+   * Returns `null` when it is absent.
+   */
+  static statAbsolute(path: string): Stat | null {
+    if (!path.startsWith("/")) throw new TypeError(`not an absolute path: ${path}`);
+    const r = libc().statx(
+      AT.FDCWD,
+      cstr(path),
+      AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
+      STATX_BASIC_STATS,
+      statxBuf,
+    );
+    if (r === -1) {
+      const e = errno();
+      if (e === E.ENOENT) return null;
+      throw new FsError("stat", path, e);
+    }
+    return decodeStatx();
   }
 
   /** The canonical absolute path (`realpath(3)`) of a user-given path. */
@@ -526,6 +563,21 @@ export class Dir implements Disposable {
     );
   }
 
+  /**
+   * Renames a child over `toName` in `to`, replacing an existing file there
+   * atomically (`renameat`). Only for files marsh rewrites as a whole
+   * (`out/manifest.json`); everything else uses {@linkcode Dir.rename}.
+   */
+  renameReplacing(name: string, to: Dir, toName: string): void {
+    checkName(name, this.path);
+    checkName(toName, to.path);
+    check(
+      libc().renameat2(this.fd, cstr(name), to.fd, cstr(toName), 0),
+      "renameat",
+      join(this.path, name),
+    );
+  }
+
   /** Removes a non-directory child. */
   unlink(name: string): void {
     checkName(name, this.path);
@@ -744,6 +796,15 @@ export class FileHandle implements Disposable {
 
   setMtime(mtimeNs: bigint): void {
     check(libc().futimens(this.fd, timespecs(mtimeNs)), "futimens", this.path);
+  }
+
+  /**
+   * Copies the rest of this file into `dst` (reflink, then
+   * `copy_file_range`, then read/write through one 1 MiB buffer), never
+   * holding the file in memory.
+   */
+  copyTo(dst: FileHandle, strategy: CopyStrategy = "copy_file_range"): CopyStrategy {
+    return copyBytes(this, dst, this.stat().size, strategy);
   }
 
   /** Flushes to disk (`fsync`). */

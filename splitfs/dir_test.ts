@@ -154,3 +154,53 @@ Deno.test(
     }
   },
 );
+
+Deno.test(
+  { name: "Dir.renameReplacing replaces a file; Dir.rename never does", permissions: perms },
+  () => {
+    const root = tempDir();
+    try {
+      using dir = Dir.openAbsolute(root);
+      const enc = new TextEncoder();
+      dir.writeNewFile("old", enc.encode("old\n"));
+      dir.writeNewFile("new", enc.encode("new\n"));
+      dir.writeNewFile("other", enc.encode("other\n"));
+      assert.throws(
+        () => dir.rename("other", dir, "old"),
+        (e) => e instanceof FsError && e.code === "EEXIST",
+      );
+      dir.renameReplacing("new", dir, "old");
+      assert.equal(Deno.readTextFileSync(`${root}/old`), "new\n");
+      assert.equal(dir.statAt("new"), null);
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+    }
+  },
+);
+
+Deno.test(
+  {
+    name: "Dir.statAbsolute does not follow the last symlink; openAbsoluteFile streams a copy",
+    permissions: perms,
+  },
+  () => {
+    const root = tempDir();
+    try {
+      Deno.writeTextFileSync(`${root}/file`, "x".repeat(3 << 20));
+      Deno.symlinkSync(`${root}/file`, `${root}/link`);
+      assert.equal(Dir.statAbsolute(`${root}/link`)?.kind, "symlink");
+      assert.equal(Dir.statAbsolute(`${root}/file`)?.size, 3 << 20);
+      assert.equal(Dir.statAbsolute(`${root}/missing`), null);
+      assert.throws(() => Dir.openAbsoluteFile(root), WrongKindError);
+      using dir = Dir.openAbsolute(root);
+      {
+        using src = Dir.openAbsoluteFile(`${root}/link`);
+        using dst = dir.createFile("copy");
+        src.copyTo(dst, "readwrite");
+      }
+      assert.equal(Deno.readTextFileSync(`${root}/copy`), "x".repeat(3 << 20));
+    } finally {
+      Deno.removeSync(root, { recursive: true });
+    }
+  },
+);

@@ -24,3 +24,11 @@ export class WorkspaceReplacedError extends Error {
 export class SnapshotError extends Error {
   override name = "SnapshotError";
 }
+
+/**
+ * A request the engine will not carry out as asked (an invalid label, a
+ * capture of a split reopened after a restart); nothing was changed.
+ */
+export class RefusedError extends Error {
+  override name = "RefusedError";
+}

@@ -37,10 +37,16 @@ export interface Fork {
   candidates(): ChangeCandidates;
 }
 
+/** Files and bytes copied so far, reported while a tree is copied. */
+export type CopyProgress = (copied: Readonly<{ files: number; bytes: number }>) => void;
+
 /** Makes forks of a base. */
 export interface ForkStrategy {
-  /** Creates `split/<label>` as a fork of `base`. The caller stamps `readyNs` afterwards. */
-  create(split: Dir, base: Dir, label: string): Omit<Fork, "readyNs">;
+  /**
+   * Creates `split/<label>` as a fork of `base`. The caller stamps `readyNs`
+   * afterwards. `progress` is called after each file copied.
+   */
+  create(split: Dir, base: Dir, label: string, progress?: CopyProgress): Omit<Fork, "readyNs">;
 }
 
 const RANK: Record<CopyStrategy, number> = { reflink: 0, copy_file_range: 1, readwrite: 2 };
@@ -57,11 +63,11 @@ const NAME: Record<CopyStrategy, ForkStrategyName> = {
 export class CopyForkStrategy implements ForkStrategy {
   constructor(readonly preferred: CopyStrategy = "reflink") {}
 
-  create(split: Dir, base: Dir, label: string): Omit<Fork, "readyNs"> {
+  create(split: Dir, base: Dir, label: string, progress?: CopyProgress): Omit<Fork, "readyNs"> {
     split.mkdir(label, 0o700);
     const dir = split.openDir(label);
     try {
-      const used = { strategy: this.preferred };
+      const used: CopyState = { strategy: this.preferred, files: 0, bytes: 0, progress };
       copyTree(base, dir, used);
       dir.chmod(base.stat().perm);
       const st = dir.stat();
@@ -79,7 +85,14 @@ export class CopyForkStrategy implements ForkStrategy {
   }
 }
 
-function copyTree(src: Dir, dst: Dir, used: { strategy: CopyStrategy }): void {
+interface CopyState {
+  strategy: CopyStrategy;
+  files: number;
+  bytes: number;
+  readonly progress: CopyProgress | undefined;
+}
+
+function copyTree(src: Dir, dst: Dir, used: CopyState): void {
   for (const entry of src.entries()) {
     const name = entry.name;
     const kind = entry.kind ?? src.statAt(name)?.kind;
@@ -96,6 +109,9 @@ function copyTree(src: Dir, dst: Dir, used: { strategy: CopyStrategy }): void {
     } else if (kind === "file") {
       const r = src.copyFileTo(name, dst, name, used.strategy);
       if (RANK[r.strategy] > RANK[used.strategy]) used.strategy = r.strategy;
+      used.files++;
+      used.bytes += r.after.size;
+      used.progress?.(used);
     }
     // The base holds only files, directories and symlinks (snapshot pruned the rest).
   }

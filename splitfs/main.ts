@@ -4,6 +4,8 @@
  * at a time, until stdin closes.
  *
  * Run as: `deno run --allow-ffi=<libc> --allow-env=HOME,XDG_CONFIG_HOME splitfs/main.ts`
+ * (`--progress-ms=N` sets the least interval between `progress` replies;
+ * default 250).
  *
  * @module
  */
@@ -19,11 +21,13 @@ import {
 } from "../protocol/splitfs.ts";
 import { diffDirs } from "./diff.ts";
 import { SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
-import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
+import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { FsError } from "./ffi.ts";
+import { locateProject } from "./project_root.ts";
 import { SplitWorkspace } from "./workspace.ts";
 
 const CHUNK = 256 * 1024;
+const DEFAULT_PROGRESS_MS = 250;
 
 /** Writes a frame to stdout synchronously: the engine is synchronous and streams as it goes. */
 function send(reply: SplitfsReply): void {
@@ -32,14 +36,17 @@ function send(reply: SplitfsReply): void {
   while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
 }
 
-/** Collects output into chunks of at most CHUNK bytes and sends each as it fills. */
+/**
+ * Copies output into one CHUNK-byte buffer and sends it as it fills. It
+ * copies because producers reuse their buffers (the rendering's read buffer).
+ */
 class ChunkSender {
-  #parts: Uint8Array[] = [];
+  readonly #buf = Buffer.alloc(CHUNK);
   #size = 0;
   push(b: Uint8Array): void {
     for (let off = 0; off < b.length;) {
       const take = Math.min(b.length - off, CHUNK - this.#size);
-      this.#parts.push(b.subarray(off, off + take));
+      this.#buf.set(b.subarray(off, off + take), this.#size);
       this.#size += take;
       off += take;
       if (this.#size === CHUNK) this.flush();
@@ -47,10 +54,20 @@ class ChunkSender {
   }
   flush(): void {
     if (this.#size === 0) return;
-    send({ v: 1, t: "chunk", data: Buffer.concat(this.#parts).toString("base64") });
-    this.#parts = [];
+    send({ v: 1, t: "chunk", data: this.#buf.toString("base64", 0, this.#size) });
     this.#size = 0;
   }
+}
+
+/** A progress callback that sends a `progress` reply at most every `intervalMs`. */
+function progressSender(intervalMs: number): (p: { files: number; bytes: number }) => void {
+  let last = performance.now();
+  return (p) => {
+    const now = performance.now();
+    if (now - last < intervalMs) return;
+    last = now;
+    send({ v: 1, t: "progress", files: p.files, bytes: p.bytes });
+  };
 }
 
 const splits = new Map<string, SplitWorkspace>();
@@ -62,8 +79,9 @@ function workspace(id: string): SplitWorkspace {
 }
 
 const wire = (id: readonly [bigint, bigint]) => [String(id[0]), String(id[1])] as const;
+const unwire = (id: readonly [string, string]) => [BigInt(id[0]), BigInt(id[1])] as const;
 
-function handle(req: SplitfsRequest): void {
+function handle(req: SplitfsRequest, progressMs: number): void {
   switch (req.t) {
     case "diff": {
       const out = new ChunkSender();
@@ -80,13 +98,26 @@ function handle(req: SplitfsRequest): void {
       send({ v: 1, t: "done", changed: summary.files });
       return;
     }
+    case "locate": {
+      const found = locateProject(req.cwd);
+      send({ v: 1, t: "located", root: found.root, cwd: found.cwd });
+      return;
+    }
     case "create": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
-      const ws = SplitWorkspace.create({ root: req.root, id: req.id, env: req.env });
+      const found = locateProject(req.cwd);
+      const ws = SplitWorkspace.create({
+        root: found.root,
+        id: req.id,
+        env: req.env,
+        progress: progressSender(progressMs),
+      });
       splits.set(req.id, ws);
       send({
         v: 1,
         t: "created",
+        root: ws.root,
+        cwd: found.cwd,
         dir: ws.dirPath,
         identity: wire(ws.identity),
         git: ws.git ? { head: ws.git.head, objects: ws.objectDirs } : null,
@@ -101,7 +132,7 @@ function handle(req: SplitfsRequest): void {
     }
     case "fork": {
       const t0 = performance.now();
-      const f = workspace(req.id).fork(req.label);
+      const f = workspace(req.id).fork(req.label, { progress: progressSender(progressMs) });
       send({
         v: 1,
         t: "forked",
@@ -140,6 +171,34 @@ function handle(req: SplitfsRequest): void {
       splits.delete(req.id);
       send({ v: 1, t: "ok" });
       return;
+    case "publish":
+      workspace(req.id).publish(req.label, req.status, { stdout: req.stdout, stderr: req.stderr });
+      send({ v: 1, t: "ok" });
+      return;
+    case "manifest":
+      workspace(req.id).writeManifest(req.json);
+      send({ v: 1, t: "ok" });
+      return;
+    case "render": {
+      const out = new ChunkSender();
+      const changed = workspace(req.id).render(req.branches, req.terminal, (b) => out.push(b));
+      out.flush();
+      send({ v: 1, t: "done", changed });
+      return;
+    }
+    case "reopen": {
+      if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
+      const ws = SplitWorkspace.open({
+        root: req.root,
+        id: req.id,
+        identity: unwire(req.identity),
+        forks: req.forks.map((f) => ({ label: f.label, identity: unwire(f.identity) })),
+        git: req.git,
+      });
+      splits.set(req.id, ws);
+      send({ v: 1, t: "ok" });
+      return;
+    }
   }
 }
 
@@ -153,18 +212,31 @@ function toError(error: unknown): ErrorReply {
   if (
     error instanceof FsError || error instanceof SymlinkRefusedError ||
     error instanceof WrongKindError || error instanceof TooLargeError ||
-    error instanceof SnapshotError || error instanceof ProtocolError || error instanceof TypeError
+    error instanceof SnapshotError || error instanceof ProtocolError ||
+    error instanceof RefusedError || error instanceof TypeError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }
   return { v: 1, t: "error", kind: "internal", message: String(error) };
 }
 
+/** `--progress-ms=N`, the only argument. */
+function parseArgs(args: readonly string[]): { progressMs: number } {
+  let progressMs = DEFAULT_PROGRESS_MS;
+  for (const arg of args) {
+    const m = /^--progress-ms=(\d{1,6})$/.exec(arg);
+    if (!m) throw new TypeError(`unknown argument: ${JSON.stringify(arg)}`);
+    progressMs = Number(m[1]);
+  }
+  return { progressMs };
+}
+
 if (import.meta.main) {
+  const { progressMs } = parseArgs(Deno.args);
   try {
     for await (const frame of readFrames(Deno.stdin.readable)) {
       try {
-        handle(parseSplitfsRequest(frame));
+        handle(parseSplitfsRequest(frame), progressMs);
       } catch (error) {
         send(toError(error));
       }

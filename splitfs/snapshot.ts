@@ -51,7 +51,7 @@ export interface SnapshotStats {
   strategy: CopyStrategy;
 }
 
-/** Reports progress every few hundred files. */
+/** Reports progress after each file copied, and once at the end. */
 export type Progress = (stats: Readonly<SnapshotStats>) => void;
 
 /** How to take one snapshot. */
@@ -142,7 +142,7 @@ function copyDir(
       dst.setMtime(name, st.mtimeNs);
       stats.symlinks++;
     } else {
-      copyStable(src, dst, name, path, stats);
+      copyStable(src, dst, name, path, stats, opts.progress);
     }
   }
 }
@@ -152,13 +152,21 @@ function sameFile(a: Stat, b: Stat): boolean {
     a.ctimeNs === b.ctimeNs;
 }
 
-function copyStable(src: Dir, dst: Dir, name: string, path: string, stats: SnapshotStats): void {
+function copyStable(
+  src: Dir,
+  dst: Dir,
+  name: string,
+  path: string,
+  stats: SnapshotStats,
+  progress: Progress | undefined,
+): void {
   for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
     const r = src.copyFileTo(name, dst, name, stats.strategy);
     if (STRATEGY_RANK[r.strategy] > STRATEGY_RANK[stats.strategy]) stats.strategy = r.strategy;
     if (sameFile(r.before, r.after)) {
       stats.files++;
       stats.bytes += r.after.size;
+      progress?.(stats);
       return;
     }
     dst.unlink(name);

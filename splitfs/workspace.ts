@@ -11,10 +11,18 @@
 
 import { type AdminSpec, SHARED_INDEX_NAME, verifyAdmin, writeAdmin } from "./admin.ts";
 import { type CaptureSummary, captureToDir, FILES_FILE, PATCH_FILE } from "./capture.ts";
-import { type CopyStrategy, Dir, InvalidNameError, type Stat } from "./dir.ts";
+import {
+  type CopyStrategy,
+  Dir,
+  type FileHandle,
+  InvalidNameError,
+  type Stat,
+  SymlinkRefusedError,
+  WrongKindError,
+} from "./dir.ts";
 import { E, FsError } from "./ffi.ts";
-import { RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
-import { CopyForkStrategy, type Fork, type ForkStrategy } from "./fork.ts";
+import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
+import { CopyForkStrategy, type CopyProgress, type Fork, type ForkStrategy } from "./fork.ts";
 import {
   GITFILE_ROOT_REFUSAL,
   type GitSource,
@@ -23,6 +31,7 @@ import {
 } from "./git_source.ts";
 import { type IgnoreInputs, ignoreRulesOf, loadIgnoreInputs } from "./ignore_load.ts";
 import { readRel } from "./read_rel.ts";
+import { type Emit, type RenderBranch, renderBranches } from "./render.ts";
 import {
   ADMIN_DIR,
   BASE_DIR,
@@ -51,6 +60,27 @@ export interface CreateOptions {
   readonly progress?: Progress;
 }
 
+/** How to reopen a split after a daemon restart (spec 000 §6). */
+export interface OpenOptions {
+  /** The project root the split was created in, absolute (as journaled). */
+  readonly root: string;
+  readonly id: string;
+  /** The split dir's `(dev, ino)` as journaled. */
+  readonly identity: Identity;
+  /** The forks the journal knows, with their identities; unlisted forks are not held. */
+  readonly forks: readonly { readonly label: string; readonly identity: Identity }[];
+  /** Whether the project is a Git repository (for {@linkcode SplitWorkspace.objectDirs}). */
+  readonly git: boolean;
+}
+
+/** The files `publish` writes under `out/<label>/` (spec 000 §5). */
+export const STATUS_FILE = "status";
+export const STDOUT_FILE = "stdout";
+export const STDERR_FILE = "stderr";
+/** `out/manifest.json`, replaced atomically through a temporary file. */
+export const MANIFEST_FILE = "manifest.json";
+const MANIFEST_TMP = "manifest.json.tmp";
+
 /** A fork plus what the journal needs to know about it. */
 export interface ForkInfo {
   readonly label: string;
@@ -69,64 +99,69 @@ function sameIdentity(a: Identity, st: Stat | null): boolean {
 
 const enc = new TextEncoder();
 
-/** One split's workspace and the descriptors opened when it was made. */
+/** A fork whose root descriptor this workspace holds. */
+interface HeldFork {
+  readonly label: string;
+  readonly dir: Dir;
+  readonly identity: Identity;
+  /** The fork as made in this process; `null` after a reopen (untrusted, never captured). */
+  readonly made: Fork | null;
+}
+
+/** What only a split created in this process holds: what forking and capture need. */
+interface Engine {
+  readonly base: Dir;
+  readonly admins: Dir;
+  readonly store: ObjectStore;
+  readonly git: GitSource | null;
+  readonly ignore: IgnoreInputs | null;
+  readonly sharedIndexes: ReadonlyMap<string, Uint8Array>;
+  readonly snapshot: SnapshotStats;
+  readonly snapshotMs: number;
+  readonly strategy: ForkStrategy;
+}
+
+/** One split's workspace and the descriptors opened when it was made (or reopened). */
 export class SplitWorkspace implements Disposable {
   readonly root: string;
   readonly id: string;
   readonly dirPath: string;
   readonly identity: Identity;
-  readonly git: GitSource | null;
-  readonly snapshot: SnapshotStats;
-  readonly timing: { snapshotMs: number };
+  /** Whether the project is a Git repository. */
+  readonly isGit: boolean;
   readonly #rootDir: Dir;
   readonly #marsh: Dir;
   readonly #splits: Dir;
   readonly #dir: Dir;
-  readonly #base: Dir;
-  readonly #admins: Dir;
-  readonly #out: Dir;
-  readonly #store: ObjectStore;
-  readonly #ignore: IgnoreInputs | null;
-  readonly #sharedIndexes: ReadonlyMap<string, Uint8Array>;
-  readonly #forks = new Map<string, Fork>();
-  readonly #strategy: ForkStrategy;
+  /** `null` when a reopen found out/ missing or not a directory. */
+  readonly #out: Dir | null;
+  /** `null` for a split reopened after a restart. */
+  readonly #engine: Engine | null;
+  readonly #forks = new Map<string, HeldFork>();
 
   private constructor(init: {
     root: string;
     id: string;
+    identity: Identity;
+    isGit: boolean;
     rootDir: Dir;
     marsh: Dir;
     splits: Dir;
     dir: Dir;
-    base: Dir;
-    admins: Dir;
-    out: Dir;
-    store: ObjectStore;
-    git: GitSource | null;
-    sharedIndexes: ReadonlyMap<string, Uint8Array>;
-    ignore: IgnoreInputs | null;
-    snapshot: SnapshotStats;
-    snapshotMs: number;
-    strategy: ForkStrategy;
+    out: Dir | null;
+    engine: Engine | null;
   }) {
     this.root = init.root;
     this.id = init.id;
     this.dirPath = `${init.root}/${MARSH_DIR}/${SPLIT_DIR}/${init.id}`;
+    this.identity = init.identity;
+    this.isGit = init.isGit;
     this.#rootDir = init.rootDir;
     this.#marsh = init.marsh;
     this.#splits = init.splits;
     this.#dir = init.dir;
-    this.identity = identityOf(init.dir.stat());
-    this.#base = init.base;
-    this.#admins = init.admins;
     this.#out = init.out;
-    this.#store = init.store;
-    this.git = init.git;
-    this.#ignore = init.ignore;
-    this.#sharedIndexes = init.sharedIndexes;
-    this.snapshot = init.snapshot;
-    this.timing = { snapshotMs: init.snapshotMs };
-    this.#strategy = init.strategy;
+    this.#engine = init.engine;
   }
 
   /**
@@ -193,20 +228,24 @@ export class SplitWorkspace implements Disposable {
       return new SplitWorkspace({
         root,
         id: opts.id,
+        identity: identityOf(dir.stat()),
+        isGit,
         rootDir,
         marsh,
         splits,
         dir,
-        base,
-        admins,
         out,
-        store,
-        git,
-        sharedIndexes,
-        ignore,
-        snapshot,
-        snapshotMs,
-        strategy: new CopyForkStrategy(opts.copyStrategy),
+        engine: {
+          base,
+          admins,
+          store,
+          git,
+          sharedIndexes,
+          ignore,
+          snapshot,
+          snapshotMs,
+          strategy: new CopyForkStrategy(opts.copyStrategy),
+        },
       });
     } catch (error) {
       if (splits && created) removePartial(splits, opts.id, error);
@@ -215,46 +254,170 @@ export class SplitWorkspace implements Disposable {
     }
   }
 
+  /**
+   * Opens an existing split after a daemon restart, through no-follow
+   * descriptors from the root, and checks the split dir's and each listed
+   * fork's `(dev, ino)`. Removal, `publish`, `manifest` and `render` work on
+   * the result; forking and capture are refused (its forks are untrusted).
+   * Forks gone but not listed are fine; out/ missing is reported when it is
+   * needed.
+   *
+   * @throws {WorkspaceReplacedError} when the split dir or a listed fork is
+   *   missing or not the one journaled; nothing is changed
+   * @throws {RefusedError} for an invalid id or label
+   */
+  static open(opts: OpenOptions): SplitWorkspace {
+    const idProblem = splitIdProblem(opts.id);
+    if (idProblem) throw new RefusedError(idProblem);
+    const seen = new Set<string>();
+    for (const f of opts.forks) {
+      const problem = labelProblem(f.label);
+      if (problem) throw new RefusedError(problem);
+      if (seen.has(f.label)) throw new RefusedError(`duplicate label "${f.label}"`);
+      seen.add(f.label);
+    }
+    if (!opts.root.startsWith("/")) {
+      throw new RefusedError(`project root is not an absolute path: ${opts.root}`);
+    }
+    const dirPath = `${opts.root}/${MARSH_DIR}/${SPLIT_DIR}/${opts.id}`;
+    const opened: Dir[] = [];
+    const existing = (what: string, open: () => Dir): Dir => {
+      let d: Dir;
+      try {
+        d = open();
+      } catch (error) {
+        if (
+          (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR)) ||
+          error instanceof SymlinkRefusedError || error instanceof WrongKindError
+        ) {
+          throw new WorkspaceReplacedError(`${what} is gone or replaced`, { cause: error });
+        }
+        throw error;
+      }
+      opened.push(d);
+      return d;
+    };
+    try {
+      const rootDir = existing(opts.root, () => Dir.openAbsolute(opts.root));
+      const marsh = existing(`${opts.root}/${MARSH_DIR}`, () => rootDir.openDir(MARSH_DIR));
+      const splits = existing(`${marsh.path}/${SPLIT_DIR}`, () => marsh.openDir(SPLIT_DIR));
+      const dir = existing(dirPath, () => splits.openDir(opts.id));
+      if (!sameIdentity(opts.identity, dir.stat())) {
+        throw new WorkspaceReplacedError(`${dirPath} is gone or replaced`);
+      }
+      const forks: HeldFork[] = [];
+      for (const f of opts.forks) {
+        const fd = existing(`${dirPath}/${f.label}`, () => dir.openDir(f.label));
+        if (!sameIdentity(f.identity, fd.stat())) {
+          throw new WorkspaceReplacedError(`${dirPath}/${f.label} is gone or replaced`);
+        }
+        forks.push({ label: f.label, dir: fd, identity: f.identity, made: null });
+      }
+      let out: Dir | null = null;
+      try {
+        out = dir.openDir(OUT_DIR);
+        opened.push(out);
+      } catch (error) {
+        // Reported as tampering by the requests that need out/; removal does not.
+        if (
+          !(error instanceof FsError && error.errno === E.ENOENT) &&
+          !(error instanceof SymlinkRefusedError) && !(error instanceof WrongKindError)
+        ) throw error;
+      }
+      const ws = new SplitWorkspace({
+        root: opts.root,
+        id: opts.id,
+        identity: opts.identity,
+        isGit: opts.git,
+        rootDir,
+        marsh,
+        splits,
+        dir,
+        out,
+        engine: null,
+      });
+      for (const f of forks) ws.#forks.set(f.label, f);
+      return ws;
+    } catch (error) {
+      for (const d of opened.reverse()) d.close();
+      throw error;
+    }
+  }
+
+  #made(what: string): Engine {
+    if (this.#engine === null) {
+      throw new RefusedError(
+        `split ${this.id} was reopened after a restart: its forks are untrusted, so ${what} is refused`,
+      );
+    }
+    return this.#engine;
+  }
+
+  /** The caller's Git source; `null` without Git. Only for a split created in this process. */
+  get git(): GitSource | null {
+    return this.#made("reading its Git source").git;
+  }
+
+  /** What the snapshot copied. Only for a split created in this process. */
+  get snapshot(): SnapshotStats {
+    return this.#made("reading its snapshot").snapshot;
+  }
+
+  /** How long the snapshot took. Only for a split created in this process. */
+  get timing(): { readonly snapshotMs: number } {
+    return { snapshotMs: this.#made("reading its timing").snapshotMs };
+  }
+
   /** Absolute object directories a consumer needs for `git apply --3way`. */
   get objectDirs(): string[] {
     const dirs = [`${this.dirPath}/${STORE_DIR}/objects`];
-    if (this.git) dirs.push(`${this.root}/.git/objects`);
+    if (this.isGit) dirs.push(`${this.root}/.git/objects`);
     return dirs;
   }
 
-  /** The labels forked so far, in creation order. */
+  /** The labels of the forks held, in creation (or reopen) order. */
   get labels(): string[] {
     return [...this.#forks.keys()];
   }
 
-  #adminSpec(label: string): AdminSpec {
+  #adminSpec(engine: Engine, label: string): AdminSpec {
     return {
       adminPath: `${this.dirPath}/${ADMIN_DIR}/${label}`,
-      head: this.git?.head ?? null,
-      objectFormat: this.git?.objectFormat ?? "sha1",
-      index: this.git?.index ?? null,
-      sharedIndexes: this.#sharedIndexes,
-      packedRefs: this.git?.packedRefs ?? null,
-      infoExclude: this.#ignore?.infoExclude ?? null,
+      head: engine.git?.head ?? null,
+      objectFormat: engine.git?.objectFormat ?? "sha1",
+      index: engine.git?.index ?? null,
+      sharedIndexes: engine.sharedIndexes,
+      packedRefs: engine.git?.packedRefs ?? null,
+      infoExclude: engine.ignore?.infoExclude ?? null,
       alternates: this.objectDirs,
     };
   }
 
-  /** Makes the fork `<label>` (and its Git metadata for a Git project). */
-  fork(label: string): ForkInfo {
+  /**
+   * Makes the fork `<label>` (and its Git metadata for a Git project).
+   * `progress` is called after each file copied.
+   */
+  fork(label: string, opts: { progress?: CopyProgress } = {}): ForkInfo {
     const problem = labelProblem(label);
     if (problem) throw new SnapshotError(problem);
+    const engine = this.#made("forking");
     if (this.#forks.has(label)) throw new SnapshotError(`duplicate label "${label}"`);
     this.#checkSplit();
-    const made = this.#strategy.create(this.#dir, this.#base, label);
+    const out = this.#outDir();
+    const made = engine.strategy.create(this.#dir, engine.base, label, opts.progress);
     try {
-      if (this.git) writeAdmin(this.#admins, label, made.dir, this.#adminSpec(label));
-      this.#out.mkdir(label, 0o755);
+      if (engine.git) writeAdmin(engine.admins, label, made.dir, this.#adminSpec(engine, label));
+      out.mkdir(label, 0o755);
       // A marker written after the copy: its ctime is the fork's ready time on
       // the file system's own clock, the clock that stamps the branch's writes.
-      this.#out.openDir(label).close();
-      const readyNs = this.#out.statAt(label)!.ctimeNs;
-      this.#forks.set(label, { ...made, readyNs });
+      out.openDir(label).close();
+      const readyNs = out.statAt(label)!.ctimeNs;
+      this.#forks.set(label, {
+        label,
+        dir: made.dir,
+        identity: made.identity,
+        made: { ...made, readyNs },
+      });
     } catch (error) {
       made.dir.close();
       throw error;
@@ -273,10 +436,21 @@ export class SplitWorkspace implements Disposable {
     }
   }
 
-  #fork(label: string): Fork {
+  #checkFork(f: HeldFork): void {
+    if (!sameIdentity(f.identity, this.#dir.statAt(f.label))) {
+      throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
+    }
+  }
+
+  #fork(label: string): HeldFork {
     const f = this.#forks.get(label);
-    if (!f) throw new Error(`no fork "${label}" in split ${this.id}`);
+    if (!f) throw new RefusedError(`no fork "${label}" in split ${this.id}`);
     return f;
+  }
+
+  #outDir(): Dir {
+    if (this.#out === null) throw new RejectedError("out/ was tampered with");
+    return this.#out;
   }
 
   /**
@@ -284,15 +458,16 @@ export class SplitWorkspace implements Disposable {
    *
    * @throws {WorkspaceReplacedError} when the split dir or the fork was replaced
    * @throws {RejectedError} when verification fails or a capture limit is crossed
+   * @throws {RefusedError} for a split reopened after a restart
    */
   capture(label: string, opts: { textDiffTimeoutMs?: number } = {}): CaptureSummary {
-    const f = this.#fork(label);
+    const engine = this.#made("capture");
+    const held = this.#fork(label);
+    const f = held.made!;
     this.#checkSplit();
-    if (!sameIdentity(f.identity, this.#dir.statAt(label))) {
-      throw new WorkspaceReplacedError(`${this.dirPath}/${label} is gone or replaced`);
-    }
+    this.#checkFork(held);
     try {
-      if (this.git) verifyAdmin(this.#admins, label, f.dir, this.#adminSpec(label));
+      if (engine.git) verifyAdmin(engine.admins, label, f.dir, this.#adminSpec(engine, label));
       // Without Git in the project any .git at the fork root is the branch's
       // own (`git init`), with a config a host `git -C <fork>` would obey.
       else if (f.dir.statAt(GIT_NAME) !== null) {
@@ -303,16 +478,16 @@ export class SplitWorkspace implements Disposable {
       if (candidates.kind !== "all") throw new Error("only whole-tree capture is implemented");
       return captureToDir(
         {
-          old: this.#base,
+          old: engine.base,
           new: f.dir,
           readyNs: f.readyNs,
           nestedGit: "reject",
-          newIgnore: this.#ignore
-            ? ignoreRulesOf(this.#ignore, readInfoExclude(this.#admins, label))
+          newIgnore: engine.ignore
+            ? ignoreRulesOf(engine.ignore, readInfoExclude(engine.admins, label))
             : null,
         },
         out,
-        this.#store,
+        engine.store,
         opts.textDiffTimeoutMs,
       );
     } catch (error) {
@@ -330,7 +505,7 @@ export class SplitWorkspace implements Disposable {
   #openOut(label: string): Dir {
     let out: Dir;
     try {
-      out = this.#out.openDir(label);
+      out = this.#outDir().openDir(label);
     } catch (cause) {
       throw new RejectedError(`out/${label} was tampered with`, { cause });
     }
@@ -347,33 +522,172 @@ export class SplitWorkspace implements Disposable {
     return out;
   }
 
+  /**
+   * Writes a branch's `out/<label>/status` (the status and a newline) and
+   * copies its attempt output files (absolute paths outside the project;
+   * `null` for an empty file) to `out/<label>/stdout` and `stderr`, each
+   * created `O_EXCL` through the held out/ descriptor and streamed, never
+   * read whole. `out/<label>/` is made when the branch never had a fork. All
+   * or nothing: on failure the files written here are removed.
+   *
+   * @throws {RejectedError} `out/<label> was tampered with` when something
+   *   is planted in or at `out/<label>`
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   * @throws {FsError} when an attempt file cannot be read
+   */
+  publish(
+    label: string,
+    status: string,
+    outputs: { readonly stdout: string | null; readonly stderr: string | null },
+  ): void {
+    const problem = labelProblem(label);
+    if (problem) throw new RefusedError(problem);
+    this.#checkSplit();
+    const tampered = (cause: unknown) =>
+      new RejectedError(`out/${label} was tampered with`, { cause });
+    let dir: Dir;
+    try {
+      dir = this.#outDir().ensureDir(label, 0o755);
+    } catch (error) {
+      if (error instanceof SymlinkRefusedError || error instanceof WrongKindError) {
+        throw tampered(error);
+      }
+      throw error;
+    }
+    using _dir = dir;
+    const names = [STATUS_FILE, STDOUT_FILE, STDERR_FILE];
+    for (const name of names) {
+      if (dir.statAt(name) !== null) {
+        throw tampered(new Error(`out/${label}/${name} existed before publish`));
+      }
+    }
+    // Open both sources first: a missing attempt file fails before anything is written.
+    const sources: (FileHandle | null)[] = [];
+    const created: string[] = [];
+    try {
+      for (const path of [outputs.stdout, outputs.stderr]) {
+        sources.push(path === null ? null : Dir.openAbsoluteFile(path));
+      }
+      const create = (name: string): FileHandle => {
+        try {
+          const file = dir.createFile(name, 0o644);
+          created.push(name);
+          return file;
+        } catch (error) {
+          if (
+            error instanceof SymlinkRefusedError ||
+            (error instanceof FsError && error.errno === E.EEXIST)
+          ) throw tampered(error);
+          throw error;
+        }
+      };
+      {
+        using file = create(STATUS_FILE);
+        file.writeAll(enc.encode(`${status}\n`));
+      }
+      for (const [i, name] of [STDOUT_FILE, STDERR_FILE].entries()) {
+        using file = create(name);
+        sources[i]?.copyTo(file);
+      }
+    } catch (error) {
+      undoCreated(dir, created, error);
+      throw error;
+    } finally {
+      for (const s of sources) s?.close();
+    }
+  }
+
+  /**
+   * Writes `out/manifest.json` atomically: `manifest.json.tmp` is created
+   * `O_EXCL`, written and synced, then renamed over `manifest.json`.
+   *
+   * @throws {RejectedError} `out/ was tampered with` when `manifest.json` is
+   *   not a regular file (a planted symlink or directory)
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   */
+  writeManifest(json: string): void {
+    this.#checkSplit();
+    const out = this.#outDir();
+    const tampered = (cause: unknown) => new RejectedError("out/ was tampered with", { cause });
+    const current = out.statAt(MANIFEST_FILE);
+    if (current !== null && current.kind !== "file") {
+      throw tampered(new Error(`out/${MANIFEST_FILE} is a ${current.kind}`));
+    }
+    // A temporary file left by a crash mid-write; a directory there was planted.
+    const stale = out.statAt(MANIFEST_TMP);
+    if (stale !== null) {
+      if (stale.kind === "dir") throw tampered(new Error(`out/${MANIFEST_TMP} is a directory`));
+      out.unlink(MANIFEST_TMP);
+    }
+    let file: FileHandle;
+    try {
+      file = out.createFile(MANIFEST_TMP, 0o644);
+    } catch (error) {
+      if (
+        error instanceof SymlinkRefusedError ||
+        (error instanceof FsError && error.errno === E.EEXIST)
+      ) throw tampered(error);
+      throw error;
+    }
+    try {
+      try {
+        file.writeAll(enc.encode(json));
+        file.sync();
+      } finally {
+        file.close();
+      }
+      out.renameReplacing(MANIFEST_TMP, out, MANIFEST_FILE);
+    } catch (error) {
+      undoCreated(out, [MANIFEST_TMP], error);
+      throw error;
+    }
+  }
+
+  /**
+   * Streams the text rendering of `branches` (spec 000 §13 "Rendering") to
+   * `emit`, reading each `out/<label>/diff.patch` through the held out/
+   * descriptor in bounded pieces. With `terminal`, control bytes are escaped.
+   *
+   * @throws {RejectedError} for a tampered out/ (before anything is emitted)
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   * @returns the sum of the branches' changed paths
+   */
+  render(branches: readonly RenderBranch[], terminal: boolean, emit: Emit): number {
+    const seen = new Set<string>();
+    for (const b of branches) {
+      const problem = labelProblem(b.label);
+      if (problem) throw new RefusedError(problem);
+      if (seen.has(b.label)) throw new RefusedError(`duplicate label "${b.label}"`);
+      seen.add(b.label);
+    }
+    this.#checkSplit();
+    return renderBranches(this.#outDir(), branches, terminal, emit);
+  }
+
   /** Removes a rejected fork's tree and admin dir (its out/ stays for the status). */
   removeFork(label: string): void {
+    const engine = this.#made("removing one fork");
     const f = this.#fork(label);
     this.#checkSplit();
-    if (!sameIdentity(f.identity, this.#dir.statAt(label))) {
-      throw new WorkspaceReplacedError(`${this.dirPath}/${label} is gone or replaced`);
-    }
+    this.#checkFork(f);
     f.dir.clear();
     this.#dir.rmdir(label);
-    this.#admins.removeTree(label);
+    engine.admins.removeTree(label);
     f.dir.close();
     this.#forks.delete(label);
   }
 
   /**
    * Removes the whole split: identity checks, then a rename into
-   * `.marsh/.trash` through descriptors, then deletion there.
+   * `.marsh/.trash` through descriptors, then deletion there. Forks never
+   * made (a branch that failed before its fork) need nothing; out/ stays
+   * readable until the rename.
    *
    * @throws {WorkspaceReplacedError} and removes nothing when an identity differs
    */
   remove(): void {
     this.#checkSplit();
-    for (const f of this.#forks.values()) {
-      if (!sameIdentity(f.identity, this.#dir.statAt(f.label))) {
-        throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
-      }
-    }
+    for (const f of this.#forks.values()) this.#checkFork(f);
     using trash = this.#marsh.ensureDir(TRASH_DIR, 0o700);
     const name = `${this.id}-${crypto.randomUUID().slice(0, 8)}`;
     this.#splits.rename(this.id, trash, name);
@@ -386,9 +700,10 @@ export class SplitWorkspace implements Disposable {
   close(): void {
     for (const f of this.#forks.values()) f.dir.close();
     this.#forks.clear();
-    this.#store.close();
-    for (const d of [this.#out, this.#admins, this.#base, this.#dir, this.#splits, this.#marsh]) {
-      d.close();
+    const e = this.#engine;
+    e?.store.close();
+    for (const d of [this.#out, e?.admins, e?.base, this.#dir, this.#splits, this.#marsh]) {
+      d?.close();
     }
     this.#rootDir.close();
   }
@@ -419,6 +734,19 @@ function readSharedIndexes(root: Dir): Map<string, Uint8Array> {
 function readInfoExclude(admins: Dir, label: string): Uint8Array | null {
   // The fork's own info/exclude, which verification has just checked is ours.
   return readRel(admins, `${label}/info/exclude`, 16 * 1024 * 1024);
+}
+
+/** Removes files this request created before it failed; a failure to do so is reported with the original. */
+function undoCreated(dir: Dir, names: readonly string[], original: unknown): void {
+  for (const name of names) {
+    try {
+      if (dir.statAt(name)?.kind === "file") dir.unlink(name);
+    } catch (error) {
+      throw new Error(`${original}; ${dir.path}/${name} could not be removed: ${error}`, {
+        cause: original,
+      });
+    }
+  }
 }
 
 function removePartial(splits: Dir, id: string, original: unknown): void {

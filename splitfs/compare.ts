@@ -11,6 +11,7 @@
 import type { FileChange, GitMode, Side } from "../patch/change.ts";
 import { compareNames, type Dir, type Stat, TooLargeError } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
+import { OldTree, type StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
 import { GIT_NAME, isGitName, readGitignore } from "./snapshot.ts";
 
@@ -22,6 +23,8 @@ export const MAX_CHANGED_BYTES = 256 * 1024 * 1024;
 /** How to compare two trees. */
 export interface CompareOptions {
   readonly old: Dir;
+  /** The old tree's stats, recorded when it was made; without it the old tree is walked. */
+  readonly oldIndex?: StatIndex;
   readonly new: Dir;
   /**
    * Same-size, same-mtime files are compared byte for byte when their ctime is
@@ -72,7 +75,8 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
     maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
   };
   const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(opts.new, "")) : null;
-  yield* compareDir(ctx, opts.old, opts.new, "", scope);
+  using old = opts.oldIndex ? OldTree.indexed(opts.old, opts.oldIndex) : OldTree.live(opts.old);
+  yield* compareDir(ctx, old, opts.new, "", scope);
 }
 
 interface Ctx {
@@ -84,13 +88,13 @@ interface Ctx {
 
 function* compareDir(
   ctx: Ctx,
-  oldDir: Dir,
+  oldDir: OldTree,
   newDir: Dir,
   rel: string,
   scope: IgnoreScope | null,
 ): Generator<FileChange> {
   const names = new Set<string>();
-  for (const e of oldDir.entries()) names.add(e.name);
+  for (const name of oldDir.names()) names.add(name);
   for (const e of newDir.entries()) names.add(e.name);
   for (const name of [...names].sort(compareNames)) {
     const path = rel === "" ? name : `${rel}/${name}`;
@@ -102,7 +106,7 @@ function* compareDir(
       }
       continue;
     }
-    const o = oldDir.statAt(name);
+    const o = oldDir.stat(name);
     let n = newDir.statAt(name);
     if (kindOf(n) === "other") {
       ctx.stats.skippedSpecial++;
@@ -119,7 +123,7 @@ function* compareDir(
       continue;
     }
     if (ok === "dir" && nk === "dir") {
-      using od = oldDir.openDir(name);
+      using od = oldDir.child(name);
       using nd = newDir.openDir(name);
       const childScope = scope ? scope.enter(path, newGitignore(nd, path)) : null;
       yield* compareDir(ctx, od, nd, path, childScope);
@@ -185,7 +189,7 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 
 function compareLeaf(
   ctx: Ctx,
-  oldDir: Dir,
+  oldDir: OldTree,
   newDir: Dir,
   name: string,
   path: string,
@@ -200,7 +204,7 @@ function compareLeaf(
       if (!touched) return null;
     }
   }
-  const oldSide = readSide(ctx, oldDir, name, path, o);
+  const oldSide = readSide(ctx, oldDir.dir(), name, path, o);
   const newSide = readSide(ctx, newDir, name, path, n);
   if (oldSide.mode === newSide.mode && sameBytes(oldSide.bytes, newSide.bytes)) return null;
   count(ctx, newSide.bytes.length);
@@ -209,22 +213,22 @@ function compareLeaf(
 
 function* deleted(
   ctx: Ctx,
-  dir: Dir,
+  dir: OldTree,
   name: string,
   path: string,
   st: Stat,
 ): Generator<FileChange> {
   if (st.kind !== "dir") {
-    const side = readSide(ctx, dir, name, path, st);
+    const side = readSide(ctx, dir.dir(), name, path, st);
     count(ctx, side.bytes.length);
     yield { path, old: side, new: null };
     return;
   }
-  using child = dir.openDir(name);
-  for (const e of child.sortedEntries()) {
-    const cst = child.statAt(e.name);
+  using child = dir.child(name);
+  for (const cname of child.names().sort(compareNames)) {
+    const cst = child.stat(cname);
     if (cst === null || kindOf(cst) === "other") continue;
-    yield* deleted(ctx, child, e.name, `${path}/${e.name}`, cst);
+    yield* deleted(ctx, child, cname, `${path}/${cname}`, cst);
   }
 }
 

@@ -168,10 +168,27 @@ function makedev(major: number, minor: number): bigint {
     (mi & 0xffn);
 }
 
+const devCache = new Map<number, bigint>();
+
+/** `makedev`, cached: a walk sees one or two devices, and BigInt math is slow. */
+function devOf(major: number, minor: number): bigint {
+  const key = major * 4294967296 + minor;
+  let dev = devCache.get(key);
+  if (dev === undefined) {
+    dev = makedev(major, minor);
+    devCache.set(key, dev);
+  }
+  return dev;
+}
+
+function ts(v: DataView, off: number): bigint {
+  const sec = v.getInt32(off, true) + v.getInt32(off + 4, true) * 4294967296;
+  // Seconds and nanoseconds both fit a double; one BigInt conversion each.
+  return BigInt(sec) * 1_000_000_000n + BigInt(v.getUint32(off + 8, true));
+}
+
 function decodeStatx(): Stat {
   const v = statxView;
-  const ts = (off: number) =>
-    v.getBigInt64(off, true) * 1_000_000_000n + BigInt(v.getUint32(off + 8, true));
   const mode = v.getUint16(28, true);
   return {
     kind: kindFromMode(mode),
@@ -179,10 +196,10 @@ function decodeStatx(): Stat {
     nlink: v.getUint32(16, true),
     uid: v.getUint32(20, true),
     ino: v.getBigUint64(32, true),
-    size: Number(v.getBigUint64(40, true)),
-    ctimeNs: ts(96),
-    mtimeNs: ts(112),
-    dev: makedev(v.getUint32(136, true), v.getUint32(140, true)),
+    size: v.getUint32(40, true) + v.getUint32(44, true) * 4294967296,
+    ctimeNs: ts(v, 96),
+    mtimeNs: ts(v, 112),
+    dev: devOf(v.getUint32(136, true), v.getUint32(140, true)),
   };
 }
 
@@ -192,6 +209,14 @@ function statFd(fd: number, path: string): Stat {
 }
 
 const fatalUtf8 = new TextDecoder("utf-8", { fatal: true });
+const direntBuf = new Uint8Array(64 * 1024);
+const direntView = new DataView(direntBuf.buffer);
+
+/** A name of ASCII bytes as a string without the decoder, else `null`. */
+function asciiName(raw: Uint8Array): string | null {
+  for (let i = 0; i < raw.length; i++) if ((raw[i] as number) >= 0x80) return null;
+  return String.fromCharCode.apply(null, raw as unknown as number[]);
+}
 
 /** Rejects names that could leave the directory or that a path cannot carry. */
 function checkName(name: string, where: string): void {
@@ -402,6 +427,8 @@ export class Dir implements Disposable {
   /** The names in this directory, without `.` and `..`, in no particular order. */
   entries(): Entry[] {
     return this.#rawEntries().map((e) => {
+      const ascii = asciiName(e.raw);
+      if (ascii !== null) return { name: ascii, kind: e.kind };
       try {
         return { name: fatalUtf8.decode(e.raw), kind: e.kind };
       } catch (cause) {
@@ -412,14 +439,13 @@ export class Dir implements Disposable {
 
   #rawEntries(): RawEntry[] {
     const out: RawEntry[] = [];
-    const buf = new Uint8Array(64 * 1024);
-    const view = new DataView(buf.buffer);
-    // getdents64 continues from the fd's offset; a dup'ed fd shares it, so list
-    // through a fresh descriptor to start at the beginning every time.
-    using fresh = this.dup();
+    const buf = direntBuf;
+    const view = direntView;
+    // getdents64 continues from the fd's offset: rewind so every listing is whole.
+    check(libc().lseek(this.fd, 0n, 0), "lseek", this.path);
     for (;;) {
       const n = check(
-        libc().getdents64(fresh.fd, buf, BigInt(buf.length)),
+        libc().getdents64(this.fd, buf, BigInt(buf.length)),
         "getdents64",
         this.path,
       );

@@ -18,6 +18,7 @@ export const LIBC_CANDIDATES = LIBC_PATHS;
 const SYMBOLS = {
   openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
   close: { parameters: ["i32"], result: "i32" },
+  lseek: { parameters: ["i32", "i64", "i32"], result: "i64" },
   statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
   mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
   renameat2: { parameters: ["i32", "buffer", "i32", "buffer", "u32"], result: "i32" },
@@ -183,10 +184,11 @@ const encoder = new TextEncoder();
 
 /** A NUL-terminated copy of `s` for a `char *` parameter. */
 export function cstr(s: string): Uint8Array<ArrayBuffer> {
-  const bytes = encoder.encode(s);
+  // At most 3 bytes per UTF-16 unit, plus the NUL.
+  const out = new Uint8Array(s.length * 3 + 1);
+  const { written } = encoder.encodeInto(s, out);
+  const bytes = out.subarray(0, written);
   if (bytes.includes(0)) throw new TypeError(`path contains a NUL byte: ${JSON.stringify(s)}`);
-  const out = new Uint8Array(bytes.length + 1);
-  out.set(bytes);
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 import type { CopyStrategy, Dir, Stat } from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
+import type { StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
 
 /** The name Git uses for its metadata; pruned at every depth. */
@@ -66,6 +67,8 @@ export interface SnapshotOptions {
   readonly skipTop: ReadonlySet<string>;
   readonly strategy?: CopyStrategy;
   readonly progress?: Progress;
+  /** Filled with the stats of what was admitted, as the copy has them (capture's old side). */
+  readonly index?: StatIndex;
 }
 
 const STRATEGY_RANK: Record<CopyStrategy, number> = {
@@ -110,6 +113,8 @@ function copyDir(
   scope: IgnoreScope | null,
   stats: SnapshotStats,
 ): void {
+  const here = new Map<string, Stat>();
+  opts.index?.set(rel, here);
   for (const entry of src.sortedEntries()) {
     const name = entry.name;
     const path = rel === "" ? name : `${rel}/${name}`;
@@ -135,14 +140,19 @@ function copyDir(
       const childScope = scope ? scope.enter(path, readGitignore(srcChild)) : null;
       copyDir(opts, srcChild, dstChild, path, childScope, stats);
       // Permissions last, so a read-only source directory can still be filled.
-      dstChild.chmod(srcChild.stat().perm);
+      const perm = srcChild.stat().perm;
+      dstChild.chmod(perm);
+      here.set(name, { ...st, perm });
       stats.dirs++;
     } else if (st.kind === "symlink") {
       dst.symlink(src.readlink(name), name);
       dst.setMtime(name, st.mtimeNs);
+      here.set(name, st);
       stats.symlinks++;
     } else {
-      copyStable(src, dst, name, path, stats, opts.progress);
+      const after = copyStable(src, dst, name, path, stats, opts.progress);
+      // The copy keeps size, mtime and the permission bits (not set-id bits).
+      here.set(name, { ...after, perm: after.perm & 0o777 });
     }
   }
 }
@@ -159,7 +169,7 @@ function copyStable(
   path: string,
   stats: SnapshotStats,
   progress: Progress | undefined,
-): void {
+): Stat {
   for (let attempt = 0; attempt < COPY_ATTEMPTS; attempt++) {
     const r = src.copyFileTo(name, dst, name, stats.strategy);
     if (STRATEGY_RANK[r.strategy] > STRATEGY_RANK[stats.strategy]) stats.strategy = r.strategy;
@@ -167,7 +177,7 @@ function copyStable(
       stats.files++;
       stats.bytes += r.after.size;
       progress?.(stats);
-      return;
+      return r.after;
     }
     dst.unlink(name);
   }

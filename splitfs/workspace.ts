@@ -45,6 +45,7 @@ import {
 } from "./layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
 import { ObjectStore } from "./store.ts";
+import type { StatIndex } from "./old_tree.ts";
 
 /** `(dev, ino)` of a directory marsh made. */
 export type Identity = readonly [bigint, bigint];
@@ -119,6 +120,8 @@ interface Engine {
   readonly snapshot: SnapshotStats;
   readonly snapshotMs: number;
   readonly strategy: ForkStrategy;
+  /** The base's stats as the snapshot made them: capture stats only the fork. */
+  readonly baseIndex: StatIndex;
 }
 
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
@@ -210,7 +213,9 @@ export class SplitWorkspace implements Disposable {
       const base = dir.openDir(BASE_DIR);
       opened.push(base);
       const t0 = performance.now();
+      const baseIndex: StatIndex = new Map();
       const snapshot = takeSnapshot({
+        index: baseIndex,
         source: rootDir,
         dest: base,
         ignore: ignore ? ignoreRulesOf(ignore) : null,
@@ -245,6 +250,7 @@ export class SplitWorkspace implements Disposable {
           snapshot,
           snapshotMs,
           strategy: new CopyForkStrategy(opts.copyStrategy),
+          baseIndex,
         },
       });
     } catch (error) {
@@ -479,6 +485,7 @@ export class SplitWorkspace implements Disposable {
       return captureToDir(
         {
           old: engine.base,
+          oldIndex: engine.baseIndex,
           new: f.dir,
           readyNs: f.readyNs,
           nestedGit: "reject",

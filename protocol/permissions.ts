@@ -44,6 +44,8 @@ export function cliFlags(home: string, branchSocket?: string): string[] {
     "--quiet",
     "--no-prompt",
     "--allow-env",
+    // checkOwned() compares the control dir's owner with Deno.uid().
+    "--allow-sys=uid",
     "--allow-run",
     `--allow-read=${home}`,
     `--allow-write=${home}`,
@@ -63,6 +65,8 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
     "--quiet",
     "--no-prompt",
     "--allow-env",
+    // checkOwned() compares the control dir's owner with Deno.uid().
+    "--allow-sys=uid",
     `--allow-read=${home}`,
     `--allow-write=${home}`,
     `--allow-net=${sockets.join(",")}`,

@@ -1,0 +1,119 @@
+/**
+ * How the CLI finds and trusts the daemon's socket, through the real
+ * launcher and CLI, against the stand-in daemon of `_fake_daemon.ts` (the
+ * real daemon is built in parallel; autostarting it is tested end to end in
+ * `tests/`).
+ */
+import assert from "node:assert/strict";
+import {
+  cliTestPermissions as permissions,
+  FakeDaemon,
+  manifest,
+  marsh,
+  tempHome,
+} from "./_fake_daemon.ts";
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+Deno.test(
+  { name: "a control dir others can reach is refused with the fix", permissions },
+  async () => {
+    await using home = await tempHome();
+    await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+    await Deno.chmod(home.path, 0o755);
+    for (const args of [["splits"], ["status"], ["split", "-n", "-b", "a=true"]]) {
+      const r = await marsh(args, { home: home.path, stdin: "null" });
+      assert.equal(r.code, 2, args.join(" "));
+      assert.equal(
+        r.stderr,
+        `marsh: the control dir ${home.path} has mode 0755, not 0700; run: chmod 700 ${home.path}\n`,
+      );
+    }
+    assert.equal(daemon.connections.length, 0);
+  },
+);
+
+Deno.test({ name: "a missing control dir is created 0700", permissions }, async () => {
+  await using home = await tempHome();
+  const dir = `${home.path}/state/marsh`;
+  const r = await marsh(["status"], { home: dir, cwd: home.path, stdin: "null" });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal((await Deno.stat(dir)).mode! & 0o777, 0o700);
+});
+
+Deno.test({ name: "a socket others can reach is refused", permissions }, async () => {
+  await using home = await tempHome();
+  const sock = `${home.path}/marshd.sock`;
+  await Deno.writeTextFile(sock, "", { mode: 0o644 });
+  await Deno.chmod(sock, 0o644);
+  const r = await marsh(["splits"], { home: home.path, stdin: "null" });
+  assert.equal(r.code, 2);
+  assert.equal(
+    r.stderr,
+    `marsh: the daemon socket ${sock} has mode 0644; others may reach it. Stop the daemon and remove it\n`,
+  );
+});
+
+Deno.test({ name: "MARSH_SOCK is the socket used inside a branch", permissions }, async () => {
+  await using home = await tempHome();
+  await Deno.mkdir(`${home.path}/b`, { mode: 0o700 });
+  const sock = `${home.path}/b/00.sock`;
+  await using daemon = await FakeDaemon.listen(sock);
+  const listing = (async () => {
+    const conn = await daemon.accept();
+    await conn.expect("splits.list");
+    await conn.send({ v: 1, t: "splits", splits: [manifest("CHILD")] });
+  })();
+  const r = await marsh(["splits", "--json"], {
+    home: home.path,
+    stdin: "null",
+    env: { MARSH_SOCK: sock },
+  });
+  await listing;
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.text), { splits: [manifest("CHILD")] });
+  assert.equal(await exists(`${home.path}/marshd.sock`), false);
+});
+
+Deno.test({ name: "MARSH_SOCK with no daemon fails and starts none", permissions }, async () => {
+  await using home = await tempHome();
+  const sock = `${home.path}/b/03.sock`;
+  const started = Date.now();
+  const r = await marsh(["split", "-n", "-b", "a=true"], {
+    home: home.path,
+    stdin: "null",
+    env: { MARSH_SOCK: sock },
+  });
+  assert.equal(r.code, 2);
+  assert.equal(
+    r.stderr,
+    `marsh: no daemon answers at MARSH_SOCK=${sock}; the shell branch that set it has ended, or unset MARSH_SOCK to use your own daemon\n`,
+  );
+  assert.ok(Date.now() - started < 5_000, "it waited for a daemon to start");
+  assert.deepEqual(await Array.fromAsync(Deno.readDir(home.path)), []);
+});
+
+Deno.test({ name: "status never starts a daemon", permissions }, async () => {
+  await using home = await tempHome();
+  let r = await marsh(["status"], { home: home.path, stdin: "null" });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.text, `daemon: not running\ncontrol dir: ${home.path}\n`);
+  r = await marsh(["status", "--json"], { home: home.path, stdin: "null" });
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.text), { daemon: null });
+  r = await marsh(["daemon", "status"], { home: home.path, stdin: "null" });
+  assert.equal(r.code, 1);
+  assert.equal(r.text, "marshd: not running\n");
+  r = await marsh(["daemon", "stop"], { home: home.path, stdin: "null" });
+  assert.equal(r.code, 0);
+  assert.equal(r.text, "marshd: not running\n");
+  assert.deepEqual(await Array.fromAsync(Deno.readDir(home.path)), []);
+});

@@ -1,0 +1,31 @@
+/**
+ * What the CLI's commands need from their process, so that `main.ts` stays
+ * the only place that touches signals and exits, and the commands can be
+ * driven by other callers.
+ *
+ * @module
+ */
+
+/** The process's standard streams and surroundings. */
+export interface CliIo {
+  /** The caller's working directory. */
+  cwd(): string;
+  /** The exported environment. */
+  env(): Record<string, string>;
+  readonly stdin: ReadableStream<Uint8Array>;
+  readonly stdinIsTerminal: boolean;
+  readonly stdoutIsTerminal: boolean;
+  /** Writes all of `bytes` to stdout; false when its reader has gone (broken pipe). */
+  write(bytes: Uint8Array): Promise<boolean>;
+  /** Writes one line to stderr. */
+  error(line: string): void;
+}
+
+/** Signal delivery, owned by `main.ts`. */
+export interface Signals {
+  /**
+   * Runs `body` with every Ctrl-C (SIGINT) delivered to `onInterrupt`
+   * instead of ending the process; the default comes back afterwards.
+   */
+  trapInterrupts<T>(onInterrupt: () => void, body: () => Promise<T>): Promise<T>;
+}

@@ -1,0 +1,298 @@
+/**
+ * `marsh split`: asks the daemon for a split, streams stdin into its spool,
+ * relays its notices, and prints the handle line when every branch is
+ * settled. Exits with the split's status (spec 000 §2, §12).
+ *
+ * Needs what {@linkcode connectDaemon} needs.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import {
+  type BranchSpec,
+  type DaemonFrame,
+  type SplitCreateRequest,
+  SPOOL_CHUNK,
+} from "../protocol/daemon.ts";
+import { CliError } from "./cli_error.ts";
+import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./daemon_connect.ts";
+import type { CliIo, Signals } from "./io.ts";
+
+/** The word that starts an argv branch; never an argument of one. */
+export const ARGV_SEPARATOR = ":::";
+
+/** Until argv branches (containers) land, any `:::` is refused with this. */
+export const ARGV_NOT_YET =
+  "marsh split: argv branches (::: LABEL CMD ...) are not yet available; use -b LABEL='command'";
+
+/** The status of a split cancelled by Ctrl-C (spec 000 §2). */
+export const CANCELLED = 130;
+
+/** What `marsh split` was asked for. */
+export interface SplitOptions {
+  /** Shell branches, in declaration order. */
+  readonly branches: readonly BranchSpec[];
+  /** Everything after the first `:::`, verbatim. */
+  readonly argvParts: readonly string[];
+  /** `-n`: an empty spool whatever stdin is. */
+  readonly noStdin: boolean;
+}
+
+/**
+ * Parses one `-b LABEL=STRING`: the label is everything before the first
+ * `=`. The daemon checks which labels are valid; an empty one is refused here.
+ *
+ * @throws {CliError} (status 2) with the form to use
+ */
+export function parseShellBranch(value: string): BranchSpec {
+  const eq = value.indexOf("=");
+  if (eq < 0) {
+    throw new CliError(
+      `marsh split: -b needs LABEL=STRING, got ${JSON.stringify(value)}; e.g. -b test='make test'`,
+    );
+  }
+  if (eq === 0) {
+    throw new CliError(
+      `marsh split: -b needs a label before "=", got ${
+        JSON.stringify(value)
+      }; e.g. -b test='make test'`,
+    );
+  }
+  return { kind: "shell", label: value.slice(0, eq), script: value.slice(eq + 1) };
+}
+
+/**
+ * Splits the command line at the first `:::` so that the option parser
+ * never sees the argv branches (whose `-x` words belong to their commands).
+ */
+export function splitAtArgvBranches(args: readonly string[]): {
+  head: string[];
+  argvParts: string[];
+} {
+  const at = args.indexOf(ARGV_SEPARATOR);
+  if (at < 0) return { head: [...args], argvParts: [] };
+  return { head: args.slice(0, at), argvParts: args.slice(at) };
+}
+
+/** The handle line `marsh join` reads (spec 000 §12), with its newline. */
+export function handleLine(id: string): string {
+  return `${JSON.stringify({ marsh_split: 1, id })}\n`;
+}
+
+/**
+ * Runs a split and returns its exit status.
+ *
+ * @throws {CliError} for usage errors (status 2, nothing sent) and daemon failures
+ */
+export async function splitCommand(
+  opts: SplitOptions,
+  io: CliIo,
+  signals: Signals,
+  connect: () => Promise<DaemonConnection> = connectDaemon,
+): Promise<number> {
+  if (opts.argvParts.length > 0) throw new CliError(ARGV_NOT_YET);
+  if (opts.branches.length === 0) {
+    throw new CliError(
+      "marsh split: no branches; usage: marsh split [-n] -b LABEL='command' [-b LABEL='command']...",
+    );
+  }
+  const spool = !opts.noStdin && !io.stdinIsTerminal;
+  const cwd = currentDir(io);
+  await using conn = await connect();
+  const run = new SplitRun(conn, io, {
+    v: 1,
+    t: "split.create",
+    cwd,
+    branches: opts.branches,
+    env: io.env(),
+    spool,
+  });
+  return await signals.trapInterrupts(() => run.interrupt(), () => run.wait());
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function currentDir(io: CliIo): string {
+  try {
+    return io.cwd();
+  } catch (cause) {
+    if (!(cause instanceof Deno.errors.NotFound)) throw cause;
+    throw new CliError(
+      "marsh split: the current directory is gone; cd into the project and run it again",
+      2,
+      { cause },
+    );
+  }
+}
+
+/** One split's conversation with the daemon. */
+class SplitRun {
+  readonly #conn: DaemonConnection;
+  readonly #io: CliIo;
+  readonly #create: SplitCreateRequest;
+  readonly #stopSpool = new AbortController();
+  /** Settles the wait early: a second Ctrl-C, or stdin that cannot be read. */
+  readonly #stopWaiting = Promise.withResolvers<"stop" | CliError>();
+  #spoolDone: Promise<void> = Promise.resolve();
+  #interrupts = 0;
+  #id: string | undefined;
+
+  constructor(
+    conn: DaemonConnection,
+    io: CliIo,
+    create: SplitCreateRequest,
+  ) {
+    this.#conn = conn;
+    this.#io = io;
+    this.#create = create;
+  }
+
+  /** Ctrl-C: the first cancels the split (once), the second stops waiting. */
+  interrupt(): void {
+    this.#interrupts++;
+    if (this.#interrupts === 1) {
+      this.#io.error("marsh split: cancelling; Ctrl-C again to stop waiting");
+      this.#stopSpool.abort();
+      // The spool ends (early) before the cancel, so the frames stay in protocol order.
+      this.#spoolDone.then(() =>
+        this.#conn.send({ v: 1, t: "split.cancel" }).catch((error) => {
+          if (!(error instanceof DaemonConnectionError)) throw error;
+          // The daemon already closed the stream; the wait loop reports what it said.
+        })
+      );
+    } else if (this.#interrupts === 2) {
+      this.#stopWaiting.resolve("stop");
+    }
+  }
+
+  async wait(): Promise<number> {
+    // The spool starts in the same turn as the request, so a Ctrl-C's cancel
+    // (queued behind spool.end) can never overtake either.
+    const created = this.#conn.send(this.#create);
+    if (this.#create.spool) {
+      this.#spoolDone = streamSpool(this.#conn, this.#io.stdin, this.#stopSpool.signal).then(
+        () => undefined,
+        (cause) => {
+          // Without the whole spool the split must not run: dropping the stream cancels it.
+          this.#stopWaiting.resolve(
+            new CliError(`marsh split: cannot read stdin: ${errorMessage(cause)}`, 2, { cause }),
+          );
+        },
+      );
+    }
+    created.catch((error) => {
+      if (!(error instanceof DaemonConnectionError)) throw error;
+      // The daemon closed the stream; the frames before the close say why.
+    });
+    for (;;) {
+      let frame: DaemonFrame | undefined | "stop" | CliError;
+      try {
+        frame = await Promise.race([this.#conn.next(), this.#stopWaiting.promise]);
+      } catch (cause) {
+        if (!(cause instanceof DaemonConnectionError)) throw cause;
+        throw this.#lost(cause.message, cause);
+      }
+      if (frame === "stop") {
+        this.#conn.close();
+        return CANCELLED;
+      }
+      if (frame instanceof CliError) {
+        this.#conn.close();
+        throw frame;
+      }
+      if (frame === undefined) throw this.#lost("the daemon closed the connection");
+      switch (frame.t) {
+        case "split.accepted":
+          this.#id = frame.id;
+          break;
+        case "notice":
+          this.#io.error(frame.message);
+          break;
+        case "split.done": {
+          this.#stopSpool.abort();
+          const written = await this.#io.write(new TextEncoder().encode(handleLine(frame.id)));
+          if (!written) {
+            this.#io.error(
+              `marsh split: stdout is closed, so the handle of split ${frame.id} was not written`,
+            );
+          }
+          if (frame.message) this.#io.error(frame.message);
+          return frame.code;
+        }
+        case "error":
+          this.#stopSpool.abort();
+          throw new CliError(`marsh split: ${frame.message}`, frame.code);
+        default:
+          throw this.#lost(`an unexpected ${frame.t} frame from the daemon`);
+      }
+    }
+  }
+
+  #lost(why: string, cause?: unknown): CliError {
+    this.#stopSpool.abort();
+    if (this.#id === undefined) {
+      return new CliError(`marsh split: ${why} before the split was accepted`, 2, { cause });
+    }
+    // The split exists but its end is unknown here: a failure, not a setup error.
+    return new CliError(
+      `marsh split: ${why} before split ${this.#id} finished; see marsh splits ${this.#id}`,
+      125,
+      { cause },
+    );
+  }
+}
+
+/**
+ * Streams stdin to the daemon in `SPOOL_CHUNK` pieces, then `spool.end`.
+ * Stops reading early when `signal` aborts (the split is being cancelled).
+ * A connection the daemon closed ends it quietly: the daemon's own frame
+ * says why.
+ */
+async function streamSpool(
+  conn: DaemonConnection,
+  stdin: ReadableStream<Uint8Array>,
+  signal: AbortSignal,
+): Promise<void> {
+  const reader = stdin.getReader();
+  const stop = () => {
+    reader.cancel().catch((error) => {
+      if (!(error instanceof Deno.errors.BadResource)) throw error;
+      // stdin was already closed.
+    });
+  };
+  if (signal.aborted) stop();
+  else signal.addEventListener("abort", stop, { once: true });
+  const buf = new Uint8Array(SPOOL_CHUNK);
+  let fill = 0;
+  const flush = async () => {
+    if (fill === 0) return;
+    const data = Buffer.from(buf.buffer, 0, fill).toString("base64");
+    fill = 0;
+    await conn.send({ v: 1, t: "spool", data });
+  };
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      let off = 0;
+      while (off < value.length) {
+        const n = Math.min(value.length - off, SPOOL_CHUNK - fill);
+        buf.set(value.subarray(off, off + n), fill);
+        fill += n;
+        off += n;
+        if (fill === SPOOL_CHUNK) await flush();
+      }
+    }
+    await flush();
+    await conn.send({ v: 1, t: "spool.end" });
+  } catch (error) {
+    if (!(error instanceof DaemonConnectionError)) throw error;
+    // The daemon closed the stream (a refusal, or the spool limit): its frame says which.
+  } finally {
+    signal.removeEventListener("abort", stop);
+    reader.releaseLock();
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * `marsh splits [--json] [ID]`, `marsh splits cancel ID`, `marsh splits rm
+ * ID`: the splits the caller may see, as a tree, and the operator's
+ * cancel and remove (spec 000 §2, §5, §13 "Retention").
+ *
+ * Needs what {@linkcode connectDaemon} needs.
+ *
+ * @module
+ */
+
+import type { Manifest } from "../protocol/manifest.ts";
+import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
+import type { CliIo } from "./io.ts";
+
+const enc = new TextEncoder();
+
+/**
+ * Lists splits (one, with `id`) and returns the exit status.
+ *
+ * @throws {CliError} with the daemon's message and status when it refuses
+ */
+export async function splitsListCommand(
+  opts: { readonly json: boolean; readonly id?: string },
+  io: CliIo,
+  connect: () => Promise<DaemonConnection> = connectDaemon,
+): Promise<number> {
+  await using conn = await connect();
+  const reply = await request(
+    conn,
+    opts.id === undefined ? { v: 1, t: "splits.list" } : { v: 1, t: "splits.list", id: opts.id },
+    ["splits"],
+    "marsh splits",
+    io.error,
+  );
+  const text = opts.json
+    ? `${JSON.stringify({ splits: reply.splits })}\n`
+    : formatSplits(reply.splits);
+  await io.write(enc.encode(text));
+  return 0;
+}
+
+/**
+ * `marsh splits cancel ID` / `marsh splits rm ID`.
+ *
+ * @throws {CliError} with the daemon's message and status when it refuses
+ */
+export async function splitsActionCommand(
+  action: "cancel" | "rm",
+  id: string,
+  io: CliIo,
+  connect: () => Promise<DaemonConnection> = connectDaemon,
+): Promise<number> {
+  await using conn = await connect();
+  const reply = await request(
+    conn,
+    { v: 1, t: action === "cancel" ? "splits.cancel" : "splits.rm", id },
+    ["ok"],
+    `marsh splits ${action}`,
+    io.error,
+  );
+  const said = reply.message ??
+    (action === "cancel" ? `split ${id}: cancelled` : `split ${id}: removed`);
+  await io.write(enc.encode(`${said}\n`));
+  return 0;
+}
+
+/**
+ * The text listing: one block per split, nested splits indented under
+ * their parent, one line per branch.
+ */
+export function formatSplits(splits: readonly Manifest[]): string {
+  if (splits.length === 0) return "no splits\n";
+  const ids = new Set(splits.map((s) => s.id));
+  const children = new Map<string, Manifest[]>();
+  const roots: Manifest[] = [];
+  for (const s of splits) {
+    if (s.parent && ids.has(s.parent.split)) {
+      const list = children.get(s.parent.split) ?? [];
+      list.push(s);
+      children.set(s.parent.split, list);
+    } else {
+      roots.push(s);
+    }
+  }
+  const lines: string[] = [];
+  const visit = (s: Manifest, indent: string) => {
+    lines.push(...formatSplit(s, indent));
+    for (const child of children.get(s.id) ?? []) visit(child, `${indent}    `);
+  };
+  for (const s of roots) visit(s, "");
+  return `${lines.join("\n")}\n`;
+}
+
+function formatSplit(s: Manifest, indent: string): string[] {
+  const where = s.cwd === "" || s.cwd === "." ? s.root : `${s.root}/${s.cwd}`;
+  const from = s.parent ? `  from ${s.parent.split}:${s.parent.label}` : "";
+  const lines = [
+    `${indent}${s.id}  ${s.state}  ${isoTime(s.created_unix_ms)}  ${where}${from}`,
+  ];
+  for (const b of s.branches) {
+    let line = `${indent}  ${b.label}  ${b.state}  ${b.placement}  ${
+      b.status ?? "-"
+    }  ${b.files} files`;
+    if (b.job_id) line += `  job ${b.job_id}`;
+    if (b.trust === "untrusted") line += "  untrusted";
+    lines.push(line);
+  }
+  if (s.reason) lines.push(`${indent}  reason: ${s.reason}`);
+  return lines;
+}
+
+function isoTime(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? "-" : d.toISOString();
+}

@@ -1,0 +1,125 @@
+/**
+ * `marshd`: the daemon. Owns the journal, the split state machine, the branch
+ * pool and the capabilities; starts the split-filesystem service (the only
+ * process with FFI) and the worker (which runs branches), and serves callers
+ * on the host socket and on per-branch sockets.
+ *
+ * Run in the foreground with `deno task daemon`; the CLI starts it detached
+ * when none answers. Flags: `daemonFlags()` in protocol/permissions.ts.
+ *
+ * Settings (environment): `MARSH_HOME`, `MARSH_LEASE_MS`,
+ * `MARSH_SPLIT_DEADLINE_MS`, `MARSH_CANCEL_GRACE_MS` (see docs/daemon.md).
+ *
+ * @module
+ */
+
+import { Journal } from "../journal/journal.ts";
+import {
+  ControlDirError,
+  controlDirPath,
+  ensureControlDir,
+  JOURNAL_NAME,
+  LOG_NAME,
+  PID_NAME,
+  SOCKET_NAME,
+} from "../protocol/control_dir.ts";
+import { SplitfsService } from "../splitfs/client.ts";
+import { Log } from "./log.ts";
+import { BranchPool } from "./pool.ts";
+import { Server } from "./server.ts";
+import { settingsFromEnv, Splits } from "./splits.ts";
+import { WorkerLink } from "./worker_link.ts";
+
+async function answers(path: string): Promise<boolean> {
+  try {
+    const c = await Deno.connect({ transport: "unix", path });
+    c.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function main(): Promise<number> {
+  let home: string;
+  try {
+    home = controlDirPath();
+    ensureControlDir(home);
+  } catch (error) {
+    if (error instanceof ControlDirError) {
+      console.error(`marshd: ${error.message}`);
+      return 2;
+    }
+    throw error;
+  }
+  const socket = `${home}/${SOCKET_NAME}`;
+  if (await answers(socket)) {
+    console.error(`marshd: already running on ${socket}`);
+    return 1;
+  }
+  const foreground = Deno.stderr.isTerminal();
+  const log = new Log(foreground ? null : `${home}/${LOG_NAME}`);
+  const settings = settingsFromEnv((n) => Deno.env.get(n));
+  const journal = Journal.open(`${home}/${JOURNAL_NAME}`);
+  const report = journal.recoverAfterRestart(Date.now());
+  for (const s of report.splits) log.info(`restart: split ${s.id} ${s.from} -> ${s.to}`);
+  for (const b of report.branches) {
+    log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
+  }
+
+  const splitfs = SplitfsService.start();
+  let stopping = false;
+  const stopped = Promise.withResolvers<number>();
+  const worker = WorkerLink.start(home, (why) => {
+    if (stopping) return;
+    // Without the worker no branch end can be confirmed: stop, and let the
+    // next start's recovery mark what was running uncertain.
+    log.info(`worker lost: ${why}; stopping`);
+    stopped.resolve(1);
+  });
+  const server = new Server(home, log);
+  const splits = new Splits({
+    journal,
+    splitfs,
+    worker,
+    pool: new BranchPool(),
+    sockets: server,
+    log,
+    home,
+    settings,
+  });
+  const startedMs = Date.now();
+  server.attach(splits, {
+    status: () => ({
+      daemon: { pid: Deno.pid, home, started_unix_ms: startedMs },
+      splits: journal.counts(),
+    }),
+    stop: () => stopped.resolve(0),
+  });
+  server.listenHost(socket);
+  splits.adoptAwaiting();
+  Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });
+  log.info(`marshd ${Deno.pid} serving ${socket}`);
+  for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+    Deno.addSignalListener(sig, () => stopped.resolve(0));
+  }
+
+  const code = await stopped.promise;
+  stopping = true;
+  log.info("marshd stopping");
+  await splits.stop();
+  server.shutdown();
+  await worker.shutdown().catch((e) => log.info(`worker shutdown: ${e}`));
+  await splitfs.close().catch((e) => log.info(`splitfs shutdown: ${e}`));
+  journal.close();
+  try {
+    Deno.removeSync(`${home}/${PID_NAME}`);
+  } catch {
+    // Already gone.
+  }
+  log.info("marshd stopped");
+  log.close();
+  return code;
+}
+
+if (import.meta.main) Deno.exit(await main());

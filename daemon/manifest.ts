@@ -1,0 +1,52 @@
+/**
+ * Builds the public manifest (spec 000 §12) from journal records.
+ *
+ * @module
+ */
+
+import type { BranchRecord, SplitRecord } from "../journal/records.ts";
+import type { Manifest, ManifestBranch } from "../protocol/manifest.ts";
+
+function branchOf(b: BranchRecord): ManifestBranch {
+  return {
+    label: b.label,
+    kind: b.kind,
+    placement: b.placement,
+    state: b.state,
+    ...(b.status !== null ? { status: b.status } : {}),
+    ...(b.code !== null ? { code: b.code } : {}),
+    ...(b.jobId !== null ? { job_id: b.jobId } : {}),
+    files: b.files,
+    ...(b.trust !== null ? { trust: b.trust } : {}),
+    fork: b.fork,
+    ...(b.forkStrategy !== null ? { fork_strategy: b.forkStrategy } : {}),
+    ...(b.startedMs !== null ? { started_unix_ms: b.startedMs } : {}),
+    ...(b.finishedMs !== null ? { finished_unix_ms: b.finishedMs } : {}),
+  };
+}
+
+/** The manifest of a split and its branches (declaration order). */
+export function manifestOf(s: SplitRecord, branches: readonly BranchRecord[]): Manifest {
+  return {
+    version: 2,
+    id: s.id,
+    state: s.state,
+    ...(s.status !== null ? { status: s.status } : {}),
+    creator: s.creator,
+    session: s.session,
+    parent: s.parent,
+    depth: s.depth,
+    root: s.root,
+    dir: s.dir,
+    out: `${s.dir}/out`,
+    objects: `${s.dir}/store.git/objects`,
+    cwd: s.cwd,
+    created_unix_ms: s.createdMs,
+    ...(s.reason !== null ? { reason: s.reason } : {}),
+    ...(s.git !== null ? { git: { head: s.git.head, objects: s.git.objects } } : {}),
+    identity: s.identity ? [Number(s.identity[0]), Number(s.identity[1])] : [],
+    timing_ms: s.timing,
+    ...(s.finishedMs !== null ? { finished_unix_ms: s.finishedMs } : {}),
+    branches: branches.map(branchOf),
+  };
+}

@@ -9,7 +9,14 @@
  */
 
 import type { FileChange, GitMode, Side } from "../patch/change.ts";
-import { compareNames, type Dir, type Stat, TooLargeError } from "./dir.ts";
+import {
+  compareNames,
+  ctimeAtLeast,
+  type Dir,
+  sameMtime,
+  type Stat,
+  TooLargeError,
+} from "./dir.ts";
 import { RejectedError } from "./errors.ts";
 import { OldTree, type StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
@@ -70,6 +77,10 @@ function gitMode(st: Stat): GitMode {
 export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Generator<FileChange> {
   const ctx: Ctx = {
     opts,
+    ready: opts.readyNs === null ? null : {
+      sec: Number(opts.readyNs / 1_000_000_000n),
+      nsec: Number(opts.readyNs % 1_000_000_000n),
+    },
     stats: stats ?? { changedBytes: 0, skippedIgnored: 0, skippedSpecial: 0 },
     maxFile: opts.maxFileBytes ?? MAX_FILE_BYTES,
     maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
@@ -81,6 +92,8 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
 
 interface Ctx {
   readonly opts: CompareOptions;
+  /** `readyNs` split for number comparisons. */
+  readonly ready: { sec: number; nsec: number } | null;
   readonly stats: CompareStats;
   readonly maxFile: number;
   readonly maxTotal: number;
@@ -196,11 +209,13 @@ function compareLeaf(
   o: Stat,
   n: Stat,
 ): FileChange | null {
-  if (o.kind === "file" && n.kind === "file") {
+  // A symlink's size is its target's length: the same shortcut holds for it.
+  if (o.kind === n.kind && (o.kind === "file" || o.kind === "symlink")) {
     const modeSame = gitMode(o) === gitMode(n);
     if (o.size === n.size && modeSame) {
-      const touched = ctx.opts.readyNs === null || n.mtimeNs !== o.mtimeNs ||
-        n.ctimeNs >= ctx.opts.readyNs;
+      const ready = ctx.ready;
+      const touched = ready === null || !sameMtime(n, o) ||
+        ctimeAtLeast(n, ready.sec, ready.nsec);
       if (!touched) return null;
     }
   }

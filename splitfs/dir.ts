@@ -12,6 +12,7 @@
 import {
   AT,
   check,
+  cname,
   cstr,
   E,
   errno,
@@ -38,6 +39,77 @@ export interface Stat {
   readonly size: number;
   readonly mtimeNs: bigint;
   readonly ctimeNs: bigint;
+  /** The same times as plain numbers, for hot comparisons without BigInt. */
+  readonly mtimeSec: number;
+  readonly mtimeNsec: number;
+  readonly ctimeSec: number;
+  readonly ctimeNsec: number;
+}
+
+/**
+ * A stat decoded from `statx`. The 64-bit fields are BigInts built on first
+ * use: a capture compares numbers for every file and rarely needs them.
+ */
+class StatRecord implements Stat {
+  constructor(
+    readonly kind: EntryKind,
+    readonly perm: number,
+    readonly nlink: number,
+    readonly uid: number,
+    readonly size: number,
+    readonly mtimeSec: number,
+    readonly mtimeNsec: number,
+    readonly ctimeSec: number,
+    readonly ctimeNsec: number,
+    readonly inoLo: number,
+    readonly inoHi: number,
+    readonly devMajor: number,
+    readonly devMinor: number,
+  ) {}
+  get mtimeNs(): bigint {
+    return BigInt(this.mtimeSec) * 1_000_000_000n + BigInt(this.mtimeNsec);
+  }
+  get ctimeNs(): bigint {
+    return BigInt(this.ctimeSec) * 1_000_000_000n + BigInt(this.ctimeNsec);
+  }
+  get ino(): bigint {
+    return (BigInt(this.inoHi) << 32n) | BigInt(this.inoLo);
+  }
+  get dev(): bigint {
+    return devOf(this.devMajor, this.devMinor);
+  }
+}
+
+/** The same stat with other permission bits. */
+export function withPerm(st: Stat, perm: number): Stat {
+  if (st instanceof StatRecord) {
+    return new StatRecord(
+      st.kind,
+      perm,
+      st.nlink,
+      st.uid,
+      st.size,
+      st.mtimeSec,
+      st.mtimeNsec,
+      st.ctimeSec,
+      st.ctimeNsec,
+      st.inoLo,
+      st.inoHi,
+      st.devMajor,
+      st.devMinor,
+    );
+  }
+  return { ...st, perm };
+}
+
+/** Whether two stats carry the same modification time. */
+export function sameMtime(a: Stat, b: Stat): boolean {
+  return a.mtimeSec === b.mtimeSec && a.mtimeNsec === b.mtimeNsec;
+}
+
+/** Whether `st`'s ctime is at or after `(sec, nsec)`. */
+export function ctimeAtLeast(st: Stat, sec: number, nsec: number): boolean {
+  return st.ctimeSec > sec || (st.ctimeSec === sec && st.ctimeNsec >= nsec);
 }
 
 /** One name in a directory listing, with its kind when the file system says it. */
@@ -91,9 +163,17 @@ function showName(raw: Uint8Array): string {
 }
 
 /** One listing entry with its name as the file system stores it. */
+/** A listed name: decoded already when it is ASCII (the common case), else its raw bytes. */
 interface RawEntry {
   readonly raw: Uint8Array;
+  readonly ascii: string | null;
   readonly kind: EntryKind | undefined;
+}
+
+const EMPTY_RAW = new Uint8Array(0);
+
+function rawBytes(e: RawEntry): Uint8Array {
+  return e.ascii !== null ? encoder.encode(e.ascii) : e.raw;
 }
 
 function describeKind(kind: EntryKind): string {
@@ -181,26 +261,28 @@ function devOf(major: number, minor: number): bigint {
   return dev;
 }
 
-function ts(v: DataView, off: number): bigint {
-  const sec = v.getInt32(off, true) + v.getInt32(off + 4, true) * 4294967296;
-  // Seconds and nanoseconds both fit a double; one BigInt conversion each.
-  return BigInt(sec) * 1_000_000_000n + BigInt(v.getUint32(off + 8, true));
+function secOf(v: DataView, off: number): number {
+  return v.getUint32(off, true) + v.getInt32(off + 4, true) * 4294967296;
 }
 
 function decodeStatx(): Stat {
   const v = statxView;
   const mode = v.getUint16(28, true);
-  return {
-    kind: kindFromMode(mode),
-    perm: mode & 0o7777,
-    nlink: v.getUint32(16, true),
-    uid: v.getUint32(20, true),
-    ino: v.getBigUint64(32, true),
-    size: v.getUint32(40, true) + v.getUint32(44, true) * 4294967296,
-    ctimeNs: ts(v, 96),
-    mtimeNs: ts(v, 112),
-    dev: devOf(v.getUint32(136, true), v.getUint32(140, true)),
-  };
+  return new StatRecord(
+    kindFromMode(mode),
+    mode & 0o7777,
+    v.getUint32(16, true),
+    v.getUint32(20, true),
+    v.getUint32(40, true) + v.getUint32(44, true) * 4294967296,
+    secOf(v, 112),
+    v.getUint32(120, true),
+    secOf(v, 96),
+    v.getUint32(104, true),
+    v.getUint32(32, true),
+    v.getUint32(36, true),
+    v.getUint32(136, true),
+    v.getUint32(140, true),
+  );
 }
 
 function statFd(fd: number, path: string): Stat {
@@ -211,12 +293,6 @@ function statFd(fd: number, path: string): Stat {
 const fatalUtf8 = new TextDecoder("utf-8", { fatal: true });
 const direntBuf = new Uint8Array(64 * 1024);
 const direntView = new DataView(direntBuf.buffer);
-
-/** A name of ASCII bytes as a string without the decoder, else `null`. */
-function asciiName(raw: Uint8Array): string | null {
-  for (let i = 0; i < raw.length; i++) if ((raw[i] as number) >= 0x80) return null;
-  return String.fromCharCode.apply(null, raw as unknown as number[]);
-}
 
 /** Rejects names that could leave the directory or that a path cannot carry. */
 function checkName(name: string, where: string): void {
@@ -340,7 +416,7 @@ export class Dir implements Disposable {
     checkName(name, this.path);
     const r = libc().statx(
       this.fd,
-      cstr(name),
+      cname(name),
       AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
       STATX_BASIC_STATS,
       statxBuf,
@@ -364,7 +440,7 @@ export class Dir implements Disposable {
     checkName(name, this.path);
     const path = join(this.path, name);
     const fd = retryEintr(() =>
-      libc().openat(this.fd, cstr(name), O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
+      libc().openat(this.fd, cname(name), O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
     );
     if (fd === -1) {
       const e = errno();
@@ -427,8 +503,7 @@ export class Dir implements Disposable {
   /** The names in this directory, without `.` and `..`, in no particular order. */
   entries(): Entry[] {
     return this.#rawEntries().map((e) => {
-      const ascii = asciiName(e.raw);
-      if (ascii !== null) return { name: ascii, kind: e.kind };
+      if (e.ascii !== null) return { name: e.ascii, kind: e.kind };
       try {
         return { name: fatalUtf8.decode(e.raw), kind: e.kind };
       } catch (cause) {
@@ -457,15 +532,30 @@ export class Dir implements Disposable {
         const nameStart = off + 19;
         let nameEnd = nameStart;
         while (nameEnd < off + reclen && buf[nameEnd] !== 0) nameEnd++;
-        const raw = buf.slice(nameStart, nameEnd);
         off += reclen;
+        const len = nameEnd - nameStart;
         if (
-          (raw.length === 1 && raw[0] === 0x2e) ||
-          (raw.length === 2 && raw[0] === 0x2e && raw[1] === 0x2e)
+          buf[nameStart] === 0x2e && (len === 1 || (len === 2 && buf[nameStart + 1] === 0x2e))
         ) {
           continue;
         }
-        out.push({ raw, kind: kindFromDtype(dtype) });
+        let ascii = true;
+        for (let i = nameStart; i < nameEnd; i++) {
+          if ((buf[i] as number) >= 0x80) {
+            ascii = false;
+            break;
+          }
+        }
+        const raw = buf.subarray(nameStart, nameEnd);
+        out.push(
+          ascii
+            ? {
+              raw: EMPTY_RAW,
+              ascii: String.fromCharCode.apply(null, raw as unknown as number[]),
+              kind: kindFromDtype(dtype),
+            }
+            : { raw: raw.slice(), ascii: null, kind: kindFromDtype(dtype) },
+        );
       }
     }
     return out;
@@ -486,7 +576,7 @@ export class Dir implements Disposable {
     const fd = retryEintr(() =>
       libc().openat(
         this.fd,
-        cstr(name),
+        cname(name),
         O.RDONLY | O.NOFOLLOW | O.NONBLOCK | O.NOCTTY | O.CLOEXEC,
         0,
       )
@@ -560,7 +650,7 @@ export class Dir implements Disposable {
     checkName(name, this.path);
     const buf = new Uint8Array(4096);
     const n = check(
-      libc().readlinkat(this.fd, cstr(name), buf, BigInt(buf.length)),
+      libc().readlinkat(this.fd, cname(name), buf, BigInt(buf.length)),
       "readlinkat",
       join(this.path, name),
     );
@@ -644,9 +734,10 @@ export class Dir implements Disposable {
     const perm = this.stat().perm;
     if ((perm & 0o700) !== 0o700) this.chmod(perm | 0o700);
     for (const e of this.#rawEntries()) {
-      const name = new Uint8Array(e.raw.length + 1);
-      name.set(e.raw);
-      const path = join(this.path, showName(e.raw));
+      const bytes = rawBytes(e);
+      const name = new Uint8Array(bytes.length + 1);
+      name.set(bytes);
+      const path = join(this.path, showName(bytes));
       let kind = e.kind;
       if (kind === undefined) {
         const r = libc().statx(this.fd, name, AT.SYMLINK_NOFOLLOW, STATX_BASIC_STATS, statxBuf);

@@ -192,6 +192,22 @@ export function cstr(s: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+const scratch = new Uint8Array(4 * 4096 + 1);
+
+/**
+ * Like {@linkcode cstr}, but into one shared buffer: for hot calls that take a
+ * single name and return before the next call (statx, openat, readlinkat).
+ * The result is valid only until the next `cname`.
+ */
+export function cname(s: string): Uint8Array<ArrayBuffer> {
+  if (s.length * 3 >= scratch.length) return cstr(s);
+  const { written } = encoder.encodeInto(s, scratch);
+  scratch[written] = 0;
+  const bytes = scratch.subarray(0, written);
+  if (bytes.includes(0)) throw new TypeError(`path contains a NUL byte: ${JSON.stringify(s)}`);
+  return scratch;
+}
+
 /** Throws {@linkcode FsError} when a call returned -1; otherwise returns the value. */
 export function check(result: number | bigint, call: string, path: string): number {
   const n = Number(result);

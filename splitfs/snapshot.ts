@@ -13,7 +13,7 @@
  * @module
  */
 
-import type { CopyStrategy, Dir, Stat } from "./dir.ts";
+import { type CopyStrategy, type Dir, sameMtime, type Stat, withPerm } from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
 import type { StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
@@ -142,7 +142,7 @@ function copyDir(
       // Permissions last, so a read-only source directory can still be filled.
       const perm = srcChild.stat().perm;
       dstChild.chmod(perm);
-      here.set(name, { ...st, perm });
+      here.set(name, withPerm(st, perm));
       stats.dirs++;
     } else if (st.kind === "symlink") {
       dst.symlink(src.readlink(name), name);
@@ -152,14 +152,14 @@ function copyDir(
     } else {
       const after = copyStable(src, dst, name, path, stats, opts.progress);
       // The copy keeps size, mtime and the permission bits (not set-id bits).
-      here.set(name, { ...after, perm: after.perm & 0o777 });
+      here.set(name, withPerm(after, after.perm & 0o777));
     }
   }
 }
 
 function sameFile(a: Stat, b: Stat): boolean {
-  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.perm === b.perm &&
-    a.ctimeNs === b.ctimeNs;
+  return a.size === b.size && sameMtime(a, b) && a.perm === b.perm &&
+    a.ctimeSec === b.ctimeSec && a.ctimeNsec === b.ctimeNsec;
 }
 
 function copyStable(

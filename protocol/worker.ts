@@ -1,0 +1,337 @@
+/**
+ * The frames between the daemon and the branch runner (`worker/main.ts`)
+ * over the worker's stdin (requests) and stdout (events), each one a
+ * length-prefixed JSON frame (`protocol/frame.ts`).
+ *
+ * Life of an attempt, as the daemon sees it:
+ *
+ * - `launch` → `launched` → zero or one `output-limit` → `exited` →
+ *   `settled`. `exited` is the branch's status (`bash` itself ended);
+ *   `settled` says every process of the attempt is gone and the output
+ *   files are closed, so capture may start.
+ * - An `error` that names an attempt ends that attempt: no other event for
+ *   it follows. It comes instead of `launched` when the launch was refused
+ *   or set-up failed, and instead of `settled` when the worker lost track of
+ *   the attempt's processes (its end is then unconfirmed).
+ * - An `error` without an attempt is about a frame (malformed, an unknown
+ *   attempt, a duplicate id) or a note that changes no attempt's state.
+ *
+ * @module
+ */
+
+/** Bumped when a frame's shape changes incompatibly. */
+export const WORKER_PROTOCOL = 1;
+
+/** Default for {@linkcode LaunchRequest.outputLimit}: 16 MiB (spec 000 §4). */
+export const DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024;
+/** The largest output limit a launch may ask for. */
+export const MAX_OUTPUT_LIMIT = 2 ** 40;
+/** Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (spec 000 §7). */
+export const DEFAULT_GRACE_MS = 10_000;
+/** The longest grace a cancel may ask for: the 1 h split deadline. */
+export const MAX_GRACE_MS = 3_600_000;
+/** A script travels as one argument of `bash -c`; the kernel caps one argument at 128 KiB. */
+export const MAX_SCRIPT_BYTES = 131_071;
+/** Longest path in a frame, in UTF-8 bytes (`PATH_MAX` less the NUL). */
+export const MAX_PATH_BYTES = 4095;
+/** Most environment entries a launch may carry. */
+export const MAX_ENV_ENTRIES = 4096;
+/** Most bytes of `NAME=VALUE` entries a launch may carry; `execve` takes 2 MiB with argv. */
+export const MAX_ENV_BYTES = 1024 * 1024;
+/** Longest error message; longer ones are cut when sent. */
+export const MAX_MESSAGE = 4096;
+/** Attempt ids name a cgroup directory: a safe path component of at most 128 characters. */
+export const ATTEMPT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/** Run one shell branch: `bash -c script`. */
+export interface LaunchRequest {
+  readonly v: 1;
+  readonly t: "launch";
+  readonly attempt: string;
+  readonly script: string;
+  /** Absolute; the fork's subdirectory matching the caller's cwd. */
+  readonly cwd: string;
+  /** The caller's exported environment, already filtered; the worker filters it again. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Absolute path of the spool file, read-only; `null` means empty stdin (`/dev/null`). */
+  readonly stdin: string | null;
+  /** Absolute paths of files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Bytes of stdout and stderr together the worker keeps; default {@linkcode DEFAULT_OUTPUT_LIMIT}. */
+  readonly outputLimit?: number;
+  /**
+   * Absolute path of the branch's own daemon socket, handed to the branch as
+   * `MARSH_SOCK` after the filter (which drops every `MARSH_*` the caller sent).
+   */
+  readonly socket?: string;
+}
+
+/** SIGINT to every process of the attempt, then SIGKILL to whatever is left after the grace. */
+export interface CancelRequest {
+  readonly v: 1;
+  readonly t: "cancel";
+  readonly attempt: string;
+  /** Default {@linkcode DEFAULT_GRACE_MS}. */
+  readonly graceMs?: number;
+}
+
+/** Cancel every attempt (with this grace) and exit once all have ended. */
+export interface ShutdownRequest {
+  readonly v: 1;
+  readonly t: "shutdown";
+  /** Default {@linkcode DEFAULT_GRACE_MS}. */
+  readonly graceMs?: number;
+}
+
+/** Every request the worker accepts. */
+export type WorkerRequest = LaunchRequest | CancelRequest | ShutdownRequest;
+
+/** How the worker knows when every process of an attempt is gone. */
+export type Mechanism = "cgroup" | "subreaper";
+
+/** The branch is running. */
+export interface LaunchedEvent {
+  readonly v: 1;
+  readonly t: "launched";
+  readonly attempt: string;
+  /** The branch's `bash`. */
+  readonly pid: number;
+  /** The attempt's supervisor process, the parent of `bash`. */
+  readonly supervisor: number;
+  readonly mechanism: Mechanism;
+  /** The attempt's cgroup directory when `mechanism` is `"cgroup"`. */
+  readonly cgroup?: string;
+}
+
+/** The branch's `bash` ended: `exited N` (`code`), or killed by `signal` (e.g. `"SIGINT"`). */
+export interface ExitedEvent {
+  readonly v: 1;
+  readonly t: "exited";
+  readonly attempt: string;
+  readonly code: number | null;
+  readonly signal: string | null;
+}
+
+/** Every process of the attempt is gone and its output files are closed. */
+export interface SettledEvent {
+  readonly v: 1;
+  readonly t: "settled";
+  readonly attempt: string;
+  /** Bytes kept in the stdout and stderr files. */
+  readonly stdoutBytes: number;
+  readonly stderrBytes: number;
+}
+
+/** Stdout and stderr together went past the limit; nothing more is written. Sent once. */
+export interface OutputLimitEvent {
+  readonly v: 1;
+  readonly t: "output-limit";
+  readonly attempt: string;
+  /** Bytes seen when the limit was crossed (more than the limit; the limit is kept). */
+  readonly bytes: number;
+}
+
+/** See the module documentation for when an error ends an attempt. */
+export interface ErrorEvent {
+  readonly v: 1;
+  readonly t: "error";
+  readonly attempt?: string;
+  readonly message: string;
+}
+
+/** Every event the worker sends. */
+export type WorkerEvent =
+  | LaunchedEvent
+  | ExitedEvent
+  | SettledEvent
+  | OutputLimitEvent
+  | ErrorEvent;
+
+/** A value that is not a valid frame of this protocol. */
+export class WorkerProtocolError extends Error {
+  override name = "WorkerProtocolError";
+}
+
+const enc = new TextEncoder();
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === "object" && x !== null && !Array.isArray(x);
+}
+
+function fail(x: Record<string, unknown>, what: string): never {
+  throw new WorkerProtocolError(`malformed ${JSON.stringify(String(x.t))} frame: ${what}`);
+}
+
+/** A string of at most `max` UTF-8 bytes without NUL (it will reach `execve`). */
+function text(x: Record<string, unknown>, key: string, max: number): string {
+  const v = x[key];
+  if (typeof v !== "string") fail(x, `${key} must be a string`);
+  if (v.length > max || enc.encode(v).length > max) fail(x, `${key} is longer than ${max} bytes`);
+  if (v.includes("\0")) fail(x, `${key} contains a NUL byte`);
+  return v;
+}
+
+function absolute(x: Record<string, unknown>, key: string): string {
+  const v = text(x, key, MAX_PATH_BYTES);
+  if (!v.startsWith("/")) fail(x, `${key} must be an absolute path`);
+  return v;
+}
+
+function attempt(x: Record<string, unknown>): string {
+  const v = x.attempt;
+  if (typeof v !== "string" || !ATTEMPT_ID.test(v)) {
+    fail(x, `attempt must match ${ATTEMPT_ID.source}`);
+  }
+  return v;
+}
+
+function int(x: Record<string, unknown>, key: string, min: number, max: number): number {
+  const v = x[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) {
+    fail(x, `${key} must be an integer from ${min} to ${max}`);
+  }
+  return v;
+}
+
+function optInt(
+  x: Record<string, unknown>,
+  key: string,
+  min: number,
+  max: number,
+): number | undefined {
+  return x[key] === undefined ? undefined : int(x, key, min, max);
+}
+
+function env(x: Record<string, unknown>): Record<string, string> {
+  const v = x.env;
+  if (!isObject(v)) fail(x, "env must be an object");
+  const out: Record<string, string> = {};
+  let entries = 0, bytes = 0;
+  for (const [name, value] of Object.entries(v)) {
+    if (++entries > MAX_ENV_ENTRIES) fail(x, `env has more than ${MAX_ENV_ENTRIES} entries`);
+    if (name === "" || name.includes("=") || name.includes("\0")) {
+      fail(x, `env name ${JSON.stringify(name)} is not a variable name`);
+    }
+    if (typeof value !== "string" || value.includes("\0")) {
+      fail(x, `env value of ${name} must be a string without NUL`);
+    }
+    bytes += enc.encode(name).length + enc.encode(value).length + 2;
+    if (bytes > MAX_ENV_BYTES) fail(x, `env is larger than ${MAX_ENV_BYTES} bytes`);
+    out[name] = value;
+  }
+  return out;
+}
+
+/**
+ * Validates a request frame from the daemon.
+ *
+ * @throws {WorkerProtocolError} when `x` is not a request of this protocol
+ */
+export function parseWorkerRequest(x: unknown): WorkerRequest {
+  if (!isObject(x) || x.v !== WORKER_PROTOCOL) {
+    throw new WorkerProtocolError("unsupported frame version");
+  }
+  switch (x.t) {
+    case "launch": {
+      const req: LaunchRequest = {
+        v: 1,
+        t: "launch",
+        attempt: attempt(x),
+        script: text(x, "script", MAX_SCRIPT_BYTES),
+        cwd: absolute(x, "cwd"),
+        env: env(x),
+        stdin: x.stdin === null ? null : absolute(x, "stdin"),
+        stdout: absolute(x, "stdout"),
+        stderr: absolute(x, "stderr"),
+      };
+      const limit = optInt(x, "outputLimit", 0, MAX_OUTPUT_LIMIT);
+      return {
+        ...req,
+        ...(limit === undefined ? {} : { outputLimit: limit }),
+        ...(x.socket === undefined ? {} : { socket: absolute(x, "socket") }),
+      };
+    }
+    case "cancel": {
+      const grace = optInt(x, "graceMs", 0, MAX_GRACE_MS);
+      const req: CancelRequest = { v: 1, t: "cancel", attempt: attempt(x) };
+      return grace === undefined ? req : { ...req, graceMs: grace };
+    }
+    case "shutdown": {
+      const grace = optInt(x, "graceMs", 0, MAX_GRACE_MS);
+      return grace === undefined
+        ? { v: 1, t: "shutdown" }
+        : { v: 1, t: "shutdown", graceMs: grace };
+    }
+  }
+  throw new WorkerProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
+}
+
+const MAX_PID = 2 ** 22;
+const SIGNAL_NAME = /^SIG[A-Z0-9+-]{1,16}$/;
+
+/**
+ * Validates an event frame from the worker.
+ *
+ * @throws {WorkerProtocolError} when `x` is not an event of this protocol
+ */
+export function parseWorkerEvent(x: unknown): WorkerEvent {
+  if (!isObject(x) || x.v !== WORKER_PROTOCOL) {
+    throw new WorkerProtocolError("unsupported frame version");
+  }
+  switch (x.t) {
+    case "launched": {
+      if (x.mechanism !== "cgroup" && x.mechanism !== "subreaper") fail(x, "mechanism");
+      const ev: LaunchedEvent = {
+        v: 1,
+        t: "launched",
+        attempt: attempt(x),
+        pid: int(x, "pid", 1, MAX_PID),
+        supervisor: int(x, "supervisor", 1, MAX_PID),
+        mechanism: x.mechanism,
+      };
+      if (x.cgroup === undefined) {
+        if (x.mechanism === "cgroup") fail(x, "a cgroup mechanism names its cgroup");
+        return ev;
+      }
+      return { ...ev, cgroup: absolute(x, "cgroup") };
+    }
+    case "exited": {
+      const code = x.code === null ? null : int(x, "code", 0, 255);
+      let signal: string | null = null;
+      if (x.signal !== null) {
+        if (typeof x.signal !== "string" || !SIGNAL_NAME.test(x.signal)) fail(x, "signal");
+        signal = x.signal;
+      }
+      if ((code === null) === (signal === null)) fail(x, "exactly one of code and signal");
+      return { v: 1, t: "exited", attempt: attempt(x), code, signal };
+    }
+    case "settled":
+      return {
+        v: 1,
+        t: "settled",
+        attempt: attempt(x),
+        stdoutBytes: int(x, "stdoutBytes", 0, MAX_OUTPUT_LIMIT),
+        stderrBytes: int(x, "stderrBytes", 0, MAX_OUTPUT_LIMIT),
+      };
+    case "output-limit":
+      return {
+        v: 1,
+        t: "output-limit",
+        attempt: attempt(x),
+        bytes: int(x, "bytes", 1, Number.MAX_SAFE_INTEGER),
+      };
+    case "error": {
+      const message = text(x, "message", MAX_MESSAGE * 4);
+      return x.attempt === undefined
+        ? { v: 1, t: "error", message }
+        : { v: 1, t: "error", attempt: attempt(x), message };
+    }
+  }
+  throw new WorkerProtocolError(`unknown event type: ${JSON.stringify(x.t)}`);
+}
+
+/** Cuts a message to {@linkcode MAX_MESSAGE} characters for an {@linkcode ErrorEvent}. */
+export function boundMessage(message: string): string {
+  return message.length <= MAX_MESSAGE ? message : `${message.slice(0, MAX_MESSAGE - 1)}…`;
+}

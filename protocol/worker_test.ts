@@ -1,0 +1,242 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  boundMessage,
+  MAX_ENV_BYTES,
+  MAX_ENV_ENTRIES,
+  MAX_GRACE_MS,
+  MAX_MESSAGE,
+  MAX_OUTPUT_LIMIT,
+  MAX_PATH_BYTES,
+  MAX_SCRIPT_BYTES,
+  parseWorkerEvent,
+  parseWorkerRequest,
+  type WorkerEvent,
+  WorkerProtocolError,
+} from "./worker.ts";
+
+const launch = {
+  v: 1,
+  t: "launch",
+  attempt: "s1.b-2_x",
+  script: "echo hi",
+  cwd: "/tmp/fork",
+  env: { PATH: "/usr/bin" },
+  stdin: null,
+  stdout: "/ctl/a/stdout",
+  stderr: "/ctl/a/stderr",
+};
+
+function refused(x: unknown, fragment?: string): void {
+  assert.throws(
+    () => parseWorkerRequest(x),
+    (e: unknown) => e instanceof WorkerProtocolError && (!fragment || e.message.includes(fragment)),
+    JSON.stringify(x)?.slice(0, 200),
+  );
+}
+
+Deno.test(
+  { name: "a launch is accepted as sent, with the limit when given", permissions: "none" },
+  () => {
+    assert.deepEqual(parseWorkerRequest(launch), launch);
+    assert.deepEqual(parseWorkerRequest({ ...launch, outputLimit: 0 }), {
+      ...launch,
+      outputLimit: 0,
+    });
+    assert.deepEqual(
+      parseWorkerRequest({ ...launch, stdin: "/ctl/spool", outputLimit: MAX_OUTPUT_LIMIT }),
+      { ...launch, stdin: "/ctl/spool", outputLimit: MAX_OUTPUT_LIMIT },
+    );
+    assert.deepEqual(parseWorkerRequest({ ...launch, socket: "/ctl/b/00.sock" }), {
+      ...launch,
+      socket: "/ctl/b/00.sock",
+    });
+    // Unknown fields are dropped, not passed on.
+    assert.deepEqual(parseWorkerRequest({ ...launch, extra: 1 }), launch);
+  },
+);
+
+Deno.test({
+  name: "attempt ids are safe path components of at most 128 characters",
+  permissions: "none",
+}, () => {
+  assert.equal(parseWorkerRequest({ ...launch, attempt: "a".repeat(128) }).t, "launch");
+  for (const bad of ["a".repeat(129), "", ".", "..", ".hidden", "a/b", "a b", "é", "-x", 7]) {
+    refused({ ...launch, attempt: bad }, "attempt");
+  }
+});
+
+Deno.test({
+  name: "the script is bounded in UTF-8 bytes, as execve counts it",
+  permissions: "none",
+}, () => {
+  const max = "x".repeat(MAX_SCRIPT_BYTES);
+  assert.equal(parseWorkerRequest({ ...launch, script: max }).t, "launch");
+  refused({ ...launch, script: `${max}x` }, "script");
+  // 43 690 three-byte characters are 131 070 bytes; one more is over.
+  const wide = "€".repeat(Math.floor(MAX_SCRIPT_BYTES / 3));
+  assert.equal(parseWorkerRequest({ ...launch, script: wide }).t, "launch");
+  refused({ ...launch, script: `${wide}€` }, "script");
+  refused({ ...launch, script: "echo \0" }, "NUL");
+});
+
+Deno.test({
+  name: "paths are absolute, bounded and without NUL; stdin may be null",
+  permissions: "none",
+}, () => {
+  for (const key of ["cwd", "stdout", "stderr", "stdin"]) {
+    refused({ ...launch, [key]: "relative/path" }, "absolute");
+    refused({ ...launch, [key]: "/a\0b" }, "NUL");
+    refused({ ...launch, [key]: `/${"p".repeat(MAX_PATH_BYTES)}` }, key);
+    assert.equal(
+      parseWorkerRequest({ ...launch, [key]: `/${"p".repeat(MAX_PATH_BYTES - 1)}` }).t,
+      "launch",
+    );
+  }
+  for (const key of ["cwd", "stdout", "stderr"]) refused({ ...launch, [key]: null }, key);
+  refused({ ...launch, stdin: undefined }, "stdin");
+});
+
+Deno.test({
+  name: "the environment is bounded and holds only names and string values",
+  permissions: "none",
+}, () => {
+  refused({ ...launch, env: [] }, "env");
+  refused({ ...launch, env: { A: 1 } }, "env value");
+  refused({ ...launch, env: { "A=B": "x" } }, "not a variable name");
+  refused({ ...launch, env: { "": "x" } }, "not a variable name");
+  refused({ ...launch, env: { A: "x\0y" } }, "NUL");
+  const many = Object.fromEntries(
+    Array.from({ length: MAX_ENV_ENTRIES }, (_, i) => [`V${i}`, ""]),
+  );
+  assert.equal(parseWorkerRequest({ ...launch, env: many }).t, "launch");
+  refused({ ...launch, env: { ...many, EXTRA: "" } }, "entries");
+  // "A=" + value + NUL: exactly the byte budget, then one over.
+  const value = "v".repeat(MAX_ENV_BYTES - 3);
+  assert.equal(parseWorkerRequest({ ...launch, env: { A: value } }).t, "launch");
+  refused({ ...launch, env: { A: `${value}v` } }, "larger");
+});
+
+Deno.test({ name: "limits and graces are integers in range", permissions: "none" }, () => {
+  refused({ ...launch, outputLimit: -1 }, "outputLimit");
+  refused({ ...launch, socket: "b/00.sock" }, "socket");
+  refused({ ...launch, socket: 1 }, "socket");
+  refused({ ...launch, outputLimit: 1.5 }, "outputLimit");
+  refused({ ...launch, outputLimit: MAX_OUTPUT_LIMIT + 1 }, "outputLimit");
+  refused({ ...launch, outputLimit: "16" }, "outputLimit");
+  assert.deepEqual(parseWorkerRequest({ v: 1, t: "cancel", attempt: "a" }), {
+    v: 1,
+    t: "cancel",
+    attempt: "a",
+  });
+  assert.deepEqual(parseWorkerRequest({ v: 1, t: "cancel", attempt: "a", graceMs: 0 }), {
+    v: 1,
+    t: "cancel",
+    attempt: "a",
+    graceMs: 0,
+  });
+  refused({ v: 1, t: "cancel", attempt: "a", graceMs: MAX_GRACE_MS + 1 }, "graceMs");
+  refused({ v: 1, t: "cancel" }, "attempt");
+  assert.deepEqual(parseWorkerRequest({ v: 1, t: "shutdown" }), { v: 1, t: "shutdown" });
+  assert.deepEqual(parseWorkerRequest({ v: 1, t: "shutdown", graceMs: 5 }), {
+    v: 1,
+    t: "shutdown",
+    graceMs: 5,
+  });
+});
+
+Deno.test({ name: "other versions, types and shapes are refused", permissions: "none" }, () => {
+  for (const bad of [null, [], "launch", 1, { ...launch, v: 2 }, { ...launch, v: "1" }]) {
+    refused(bad, "version");
+  }
+  refused({ v: 1, t: "exec" }, "unknown request type");
+  refused({ v: 1 }, "unknown request type");
+  fc.assert(
+    fc.property(fc.jsonValue(), (x) => {
+      try {
+        parseWorkerRequest(x);
+      } catch (error) {
+        assert.ok(error instanceof WorkerProtocolError, String(error));
+      }
+      try {
+        parseWorkerEvent(x);
+      } catch (error) {
+        assert.ok(error instanceof WorkerProtocolError, String(error));
+      }
+    }),
+    { numRuns: 1000 },
+  );
+  fc.assert(
+    fc.property(
+      fc.record({
+        v: fc.constant(1),
+        t: fc.constantFrom("launch", "cancel", "shutdown"),
+        attempt: fc.string(),
+        script: fc.string(),
+        cwd: fc.string(),
+        env: fc.dictionary(fc.string(), fc.jsonValue()),
+        stdin: fc.option(fc.string()),
+        stdout: fc.string(),
+        stderr: fc.string(),
+        graceMs: fc.integer(),
+        outputLimit: fc.double(),
+      }, { requiredKeys: ["v", "t"] }),
+      (x) => {
+        try {
+          parseWorkerRequest(x);
+        } catch (error) {
+          assert.ok(error instanceof WorkerProtocolError, String(error));
+        }
+      },
+    ),
+    { numRuns: 1000 },
+  );
+});
+
+Deno.test(
+  { name: "every event the worker sends parses back to itself", permissions: "none" },
+  () => {
+    const events: WorkerEvent[] = [
+      {
+        v: 1,
+        t: "launched",
+        attempt: "a",
+        pid: 10,
+        supervisor: 9,
+        mechanism: "cgroup",
+        cgroup: "/sys/fs/cgroup/marsh/a",
+      },
+      { v: 1, t: "launched", attempt: "a", pid: 10, supervisor: 9, mechanism: "subreaper" },
+      { v: 1, t: "exited", attempt: "a", code: 3, signal: null },
+      { v: 1, t: "exited", attempt: "a", code: null, signal: "SIGKILL" },
+      { v: 1, t: "settled", attempt: "a", stdoutBytes: 0, stderrBytes: 16 },
+      { v: 1, t: "output-limit", attempt: "a", bytes: 1001 },
+      { v: 1, t: "error", attempt: "a", message: "cannot enter /x: No such file or directory" },
+      { v: 1, t: "error", message: "dropped a frame: frame is not UTF-8 JSON" },
+    ];
+    for (const e of events) assert.deepEqual(parseWorkerEvent(JSON.parse(JSON.stringify(e))), e);
+    const bad: unknown[] = [
+      { v: 1, t: "launched", attempt: "a", pid: 10, supervisor: 9, mechanism: "cgroup" },
+      { v: 1, t: "launched", attempt: "a", pid: 0, supervisor: 9, mechanism: "subreaper" },
+      { v: 1, t: "launched", attempt: "a", pid: 1, supervisor: 9, mechanism: "vm" },
+      { v: 1, t: "exited", attempt: "a", code: null, signal: null },
+      { v: 1, t: "exited", attempt: "a", code: 1, signal: "SIGINT" },
+      { v: 1, t: "exited", attempt: "a", code: 256, signal: null },
+      { v: 1, t: "exited", attempt: "a", code: null, signal: "kill" },
+      { v: 1, t: "settled", attempt: "a", stdoutBytes: -1, stderrBytes: 0 },
+      { v: 1, t: "output-limit", attempt: "a", bytes: 0 },
+      { v: 1, t: "error", attempt: "../x", message: "m" },
+      { v: 1, t: "ready" },
+    ];
+    for (const x of bad) assert.throws(() => parseWorkerEvent(x), WorkerProtocolError);
+  },
+);
+
+Deno.test({ name: "error messages are cut to the bound", permissions: "none" }, () => {
+  assert.equal(boundMessage("short"), "short");
+  assert.equal(boundMessage("x".repeat(MAX_MESSAGE)), "x".repeat(MAX_MESSAGE));
+  const cut = boundMessage("x".repeat(MAX_MESSAGE + 1));
+  assert.equal(cut.length, MAX_MESSAGE);
+  assert.ok(cut.endsWith("…"));
+  assert.equal(parseWorkerEvent({ v: 1, t: "error", message: cut }).t, "error");
+});

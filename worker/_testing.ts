@@ -1,0 +1,190 @@
+/**
+ * Test helpers for the worker's tests: the real `worker/main.ts` started as
+ * the daemon will start it (its exact flags, frames over stdio), and a
+ * sandbox with a control dir, a fork and a spool. Imported only by tests.
+ *
+ * @module
+ */
+
+import { encodeFrame, readFrames } from "../protocol/frame.ts";
+import { type LaunchRequest, parseWorkerEvent, type WorkerEvent } from "../protocol/worker.ts";
+import { FORCE_SUBREAPER_ENV, workerFlags } from "./flags.ts";
+
+const root = new URL("../", import.meta.url).pathname;
+
+/** The Deno to start the worker with: the launcher's pinned one. */
+export function denoPath(): string {
+  return Deno.env.get("MARSH_DENO") ?? Deno.execPath();
+}
+
+/** A temp dir with `control/` (the worker may write only there) and `fork/`. */
+export interface Sandbox extends Disposable {
+  readonly top: string;
+  readonly control: string;
+  readonly fork: string;
+}
+
+/** Makes a sandbox. Needs read and write access to the temp dir. */
+export function sandbox(): Sandbox {
+  const top = Deno.realPathSync(Deno.makeTempDirSync({ prefix: "marsh-worker-test-" }));
+  Deno.mkdirSync(`${top}/control`, { mode: 0o700 });
+  Deno.mkdirSync(`${top}/fork`);
+  return {
+    top,
+    control: `${top}/control`,
+    fork: `${top}/fork`,
+    [Symbol.dispose]() {
+      Deno.removeSync(top, { recursive: true });
+    },
+  };
+}
+
+/** An event and when it arrived (`performance.now()`). */
+export interface Timed {
+  readonly at: number;
+  readonly event: WorkerEvent;
+}
+
+/** The worker as a child process, spoken to in frames. */
+export class WorkerClient implements AsyncDisposable {
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #seen: Timed[] = [];
+  #waiters: (() => void)[] = [];
+  readonly #reading: Promise<void>;
+  readonly #stderr: Promise<string>;
+  #ended = false;
+
+  private constructor(child: Deno.ChildProcess) {
+    this.#child = child;
+    this.#writer = child.stdin.getWriter();
+    this.#stderr = new Response(child.stderr).text();
+    this.#reading = (async () => {
+      for await (const value of readFrames(child.stdout)) {
+        this.#seen.push({ at: performance.now(), event: parseWorkerEvent(value) });
+        this.#wake();
+      }
+      this.#ended = true;
+      this.#wake();
+    })();
+  }
+
+  /** Starts `worker/main.ts` with {@linkcode workerFlags} for `controlDir`. */
+  static start(controlDir: string, opts: { forceSubreaper?: boolean } = {}): WorkerClient {
+    const child = new Deno.Command(denoPath(), {
+      args: [
+        "run",
+        ...workerFlags(controlDir),
+        `--config=${root}deno.json`,
+        `${root}worker/main.ts`,
+      ],
+      env: opts.forceSubreaper ? { [FORCE_SUBREAPER_ENV]: "1" } : {},
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    return new WorkerClient(child);
+  }
+
+  /** The worker's pid. */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  /** Every event so far. */
+  get events(): readonly Timed[] {
+    return this.#seen;
+  }
+
+  #wake(): void {
+    const w = this.#waiters;
+    this.#waiters = [];
+    for (const f of w) f();
+  }
+
+  /** Sends one value as a frame, valid or not. */
+  async send(value: unknown): Promise<void> {
+    await this.#writer.write(encodeFrame(value));
+  }
+
+  /** Sends raw bytes. */
+  async sendBytes(bytes: Uint8Array): Promise<void> {
+    await this.#writer.write(bytes);
+  }
+
+  /** Sends a launch, with defaults for the output files under `attemptDir`. */
+  async launch(
+    attemptDir: string,
+    req: Partial<LaunchRequest> & { attempt: string; script: string; cwd: string },
+  ): Promise<void> {
+    Deno.mkdirSync(attemptDir, { recursive: true });
+    await this.send({
+      v: 1,
+      t: "launch",
+      env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+      stdin: null,
+      stdout: `${attemptDir}/stdout`,
+      stderr: `${attemptDir}/stderr`,
+      ...req,
+    });
+  }
+
+  /** Resolves with the first event from index `from` on that matches, or throws after `ms`. */
+  async wait(
+    match: (e: WorkerEvent) => boolean,
+    ms = 20_000,
+    from = 0,
+  ): Promise<Timed> {
+    const deadline = performance.now() + ms;
+    for (let i = from;;) {
+      for (; i < this.#seen.length; i++) {
+        const t = this.#seen[i]!;
+        if (match(t.event)) return t;
+      }
+      if (this.#ended) throw new Error(`worker ended before the event; saw ${this.#dump()}`);
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`no such event within ${ms} ms; saw ${this.#dump()}`);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.#waiters.push(resolve);
+        timer = setTimeout(resolve, left);
+      });
+      clearTimeout(timer);
+    }
+  }
+
+  /** Every event of `attempt` up to its last one (`settled` or an `error` naming it). */
+  async finish(attempt: string, ms = 20_000): Promise<Timed[]> {
+    await this.wait(
+      (e) => "attempt" in e && e.attempt === attempt && (e.t === "settled" || e.t === "error"),
+      ms,
+    );
+    return this.#seen.filter((t) => "attempt" in t.event && t.event.attempt === attempt);
+  }
+
+  #dump(): string {
+    return JSON.stringify(this.#seen.map((t) => t.event));
+  }
+
+  /** Closes stdin and waits for the worker to exit; returns its exit code and stderr. */
+  async close(): Promise<{ code: number; stderr: string }> {
+    await this.#writer.close().catch(() => {});
+    const [status, stderr] = await Promise.all([
+      this.#child.status,
+      this.#stderr,
+      this.#reading,
+    ]);
+    return { code: status.code, stderr };
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** Whether a process is alive: it exists and is not a zombie (needs `--allow-run=ps`). */
+export async function alive(pid: number): Promise<boolean> {
+  const out = await new Deno.Command("ps", { args: ["-o", "stat=", "-p", String(pid)] }).output();
+  const stat = new TextDecoder().decode(out.stdout).trim();
+  return out.success && stat !== "" && !stat.startsWith("Z");
+}

@@ -1,0 +1,239 @@
+/**
+ * One shell-branch attempt from launch to its last event: the output files,
+ * the supervisor, the output budget, cancellation, and the rule that
+ * `settled` comes only once every process is gone and the files are closed.
+ *
+ * @module
+ */
+
+import {
+  boundMessage,
+  DEFAULT_OUTPUT_LIMIT,
+  type LaunchRequest,
+  type Mechanism,
+  type WorkerEvent,
+} from "../protocol/worker.ts";
+import { filterEnv } from "./env_filter.ts";
+import { OutputBudget, pump } from "./output.ts";
+import { Supervisor, type SupervisorMessage } from "./supervisor.ts";
+
+/** How attempts run, shared by every attempt of a worker. */
+export interface AttemptOptions {
+  /** Where events go, in order. */
+  readonly emit: (event: WorkerEvent) => void;
+  /** Use the subreaper fallback even where a cgroup could be made. */
+  readonly forceSubreaper?: boolean;
+  /** The Perl that runs supervisors (default `perl` from `PATH`). */
+  readonly perl?: string;
+  /** Notes that change no attempt's state (the daemon's log). */
+  readonly log?: (message: string) => void;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A running attempt. Create it with {@linkcode Attempt.start}. */
+export class Attempt {
+  readonly id: string;
+  readonly #opts: AttemptOptions;
+  /** Resolves after the attempt's last event was emitted. */
+  readonly done: Promise<void>;
+  #supervisor: Supervisor | null = null;
+  #launched: { mechanism: Mechanism; cgroup: string | null } | null = null;
+  #settled = false;
+  #failure: string | null = null;
+  #ended = false;
+  #pendingGrace: number | null = null;
+  #interrupted = false;
+  #killAt = Infinity;
+  #killTimer: ReturnType<typeof setTimeout> | undefined;
+
+  private constructor(id: string, opts: AttemptOptions, run: (self: Attempt) => Promise<void>) {
+    this.id = id;
+    this.#opts = opts;
+    this.done = run(this).catch((error) => {
+      this.#end({ v: 1, t: "error", attempt: id, message: `internal fault: ${describe(error)}` });
+    });
+  }
+
+  /**
+   * Starts an attempt. Every outcome, including a refused launch, arrives
+   * as events; {@linkcode done} resolves after the last one.
+   *
+   * Needs write access to the output files' directory and `--allow-run=perl`.
+   */
+  static start(req: LaunchRequest, opts: AttemptOptions): Attempt {
+    return new Attempt(req.attempt, opts, (self) => self.#run(req));
+  }
+
+  /** Whether the attempt emitted its last event. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /**
+   * SIGINT to every process of the attempt, and SIGKILL to what is left
+   * after `graceMs`. A second cancel can only bring the SIGKILL closer.
+   */
+  cancel(graceMs: number): void {
+    if (this.#ended) return;
+    if (!this.#launched) {
+      this.#pendingGrace = Math.min(this.#pendingGrace ?? Infinity, graceMs);
+      return;
+    }
+    const supervisor = this.#supervisor;
+    if (!supervisor) return;
+    if (!this.#interrupted) {
+      this.#interrupted = true;
+      supervisor.interrupt();
+    }
+    const at = Date.now() + graceMs;
+    if (at >= this.#killAt) return;
+    this.#killAt = at;
+    clearTimeout(this.#killTimer);
+    this.#killTimer = setTimeout(() => supervisor.kill(), graceMs);
+  }
+
+  #emit(event: WorkerEvent): void {
+    if (!this.#ended) this.#opts.emit(event);
+  }
+
+  #end(event: WorkerEvent): void {
+    if (this.#ended) return;
+    this.#emit(event);
+    this.#ended = true;
+    clearTimeout(this.#killTimer);
+  }
+
+  #fail(message: string): void {
+    this.#end({ v: 1, t: "error", attempt: this.id, message: boundMessage(message) });
+  }
+
+  async #run(req: LaunchRequest): Promise<void> {
+    const files: Deno.FsFile[] = [];
+    try {
+      for (const path of [req.stdout, req.stderr]) {
+        files.push(await Deno.open(path, { write: true, createNew: true, mode: 0o600 }));
+      }
+    } catch (error) {
+      for (const f of files) f.close();
+      const which = files.length === 0 ? "stdout" : "stderr";
+      this.#fail(
+        `cannot create the ${which} file ${
+          JSON.stringify(files.length === 0 ? req.stdout : req.stderr)
+        }: ${describe(error)}`,
+      );
+      return;
+    }
+    const [out, err] = files as [Deno.FsFile, Deno.FsFile];
+    try {
+      await this.#supervise(req, out, err);
+    } finally {
+      out.close();
+      err.close();
+    }
+  }
+
+  async #supervise(req: LaunchRequest, out: Deno.FsFile, err: Deno.FsFile): Promise<void> {
+    const supervisor = Supervisor.start(
+      {
+        mode: this.#opts.forceSubreaper ? "subreaper" : "auto",
+        attempt: req.attempt,
+        cwd: req.cwd,
+        stdin: req.stdin,
+        script: req.script,
+        // The branch's socket is the daemon's to give, never the caller's.
+        env: { ...filterEnv(req.env), ...(req.socket ? { MARSH_SOCK: req.socket } : {}) },
+      },
+      (m) => this.#onMessage(m),
+      this.#opts.perl,
+    );
+    this.#supervisor = supervisor;
+    const budget = new OutputBudget(req.outputLimit ?? DEFAULT_OUTPUT_LIMIT);
+    const onCrossed = (bytes: number) => {
+      this.#emit({ v: 1, t: "output-limit", attempt: this.id, bytes });
+      // Nothing more is kept; writers now get EPIPE rather than a full pipe.
+      supervisor.stdout.destroy();
+      supervisor.stderr.destroy();
+    };
+    const pumps = Promise.all([
+      pump(supervisor.stdout, out, budget, onCrossed),
+      pump(supervisor.stderr, err, budget, onCrossed),
+    ]);
+    const exit = await supervisor.exit;
+
+    if (this.#settled) {
+      // Every process is gone, so every writer of the pipes is gone too.
+      const [stdoutBytes, stderrBytes] = await pumps;
+      this.#end({ v: 1, t: "settled", attempt: this.id, stdoutBytes, stderrBytes });
+      return;
+    }
+    supervisor.stdout.destroy();
+    supervisor.stderr.destroy();
+    await pumps;
+    if (exit.error !== undefined) {
+      this.#fail(`cannot start the supervisor (${this.#opts.perl ?? "perl"}): ${exit.error}`);
+      return;
+    }
+    const how = exit.signal ? `was killed by ${exit.signal}` : `exited with status ${exit.code}`;
+    if (!this.#launched) {
+      this.#fail(this.#failure ?? `the supervisor ${how} before the branch started`);
+      return;
+    }
+    const cgroup = this.#launched.cgroup;
+    if (cgroup === null) {
+      this.#fail(
+        `the supervisor of attempt ${this.id} ${how}; processes of the attempt may still be running`,
+      );
+      return;
+    }
+    // The cgroup still holds whatever is left: a new supervisor ends it.
+    const adopter = Supervisor.start(
+      { mode: "adopt", attempt: this.id, cgroup, cwd: "/", stdin: null, script: "", env: {} },
+      () => {},
+      this.#opts.perl,
+    );
+    adopter.stdout.destroy();
+    adopter.stderr.destroy();
+    await adopter.exit;
+    this.#fail(
+      `the supervisor of attempt ${this.id} ${how}; every process left in its cgroup was killed`,
+    );
+  }
+
+  #onMessage(m: SupervisorMessage): void {
+    switch (m.kind) {
+      case "launched": {
+        this.#launched = { mechanism: m.mechanism, cgroup: m.cgroup };
+        const supervisor = this.#supervisor?.pid ?? 0;
+        this.#emit({
+          v: 1,
+          t: "launched",
+          attempt: this.id,
+          pid: m.pid,
+          supervisor,
+          mechanism: m.mechanism,
+          ...(m.cgroup === null ? {} : { cgroup: m.cgroup }),
+        });
+        if (this.#pendingGrace !== null) this.cancel(this.#pendingGrace);
+        return;
+      }
+      case "exited":
+        this.#emit({ v: 1, t: "exited", attempt: this.id, code: m.code, signal: m.signal });
+        return;
+      case "settled":
+        this.#settled = true;
+        if (!m.cgroupRemoved) {
+          this.#opts.log?.(`attempt ${this.id}: cannot remove cgroup ${this.#launched?.cgroup}`);
+        }
+        return;
+      case "fail":
+        this.#failure = m.message;
+        return;
+      case "warn":
+        this.#opts.log?.(`attempt ${this.id}: ${m.message}`);
+        return;
+    }
+  }
+}

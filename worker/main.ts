@@ -1,0 +1,100 @@
+/**
+ * The branch runner. Reads request frames (`protocol/worker.ts`) on stdin
+ * and writes event frames on stdout until a `shutdown` frame or the end of
+ * stdin; then it cancels every attempt, waits until all have ended and
+ * exits 0. A malformed frame gets an `error` event and is skipped.
+ *
+ * Run as (exactly `workerFlags` of `worker/flags.ts`):
+ *
+ * ```sh
+ * deno run --no-prompt --quiet --allow-run=perl --allow-write=<control dir> \
+ *   --allow-env=MARSH_WORKER_FORCE_SUBREAPER,NODE_V8_COVERAGE worker/main.ts
+ * ```
+ *
+ * `MARSH_WORKER_FORCE_SUBREAPER=1` makes every attempt use the subreaper
+ * fallback even where a cgroup could be made. SIGTERM starts a shutdown;
+ * SIGINT is ignored, since a terminal's Ctrl-C reaches the daemon too and
+ * the daemon decides what to cancel.
+ *
+ * @module
+ */
+
+import { encodeFrame } from "../protocol/frame.ts";
+import {
+  boundMessage,
+  DEFAULT_GRACE_MS,
+  parseWorkerRequest,
+  type WorkerEvent,
+} from "../protocol/worker.ts";
+import { FORCE_SUBREAPER_ENV } from "./flags.ts";
+import { readFrameItems } from "./frame_reader.ts";
+import { BranchRunner } from "./runner.ts";
+
+let queue = Promise.resolve();
+let broken = false;
+
+/** Events leave in the order they are made; a gone reader stops the writing, not the worker. */
+function send(event: WorkerEvent): void {
+  const bytes = encodeFrame(event);
+  queue = queue.then(async () => {
+    if (broken) return;
+    try {
+      for (let off = 0; off < bytes.length;) off += await Deno.stdout.write(bytes.subarray(off));
+    } catch (error) {
+      broken = true;
+      console.error(`marsh worker: cannot write events: ${error}`);
+    }
+  });
+}
+
+const runner = new BranchRunner({
+  emit: send,
+  forceSubreaper: Deno.env.get(FORCE_SUBREAPER_ENV) === "1",
+  log: (message) => console.error(`marsh worker: ${message}`),
+});
+
+// A fault in one attempt must not end the others: their supervisors would
+// see the worker gone and cancel them. Say it loudly instead.
+globalThis.addEventListener("unhandledrejection", (e) => {
+  e.preventDefault();
+  console.error("marsh worker: unhandled rejection:", e.reason);
+});
+
+let shutdownGrace = DEFAULT_GRACE_MS;
+let stop: () => void = () => {};
+const stopped = new Promise<void>((resolve) => stop = resolve);
+Deno.addSignalListener("SIGINT", () => {});
+Deno.addSignalListener("SIGTERM", () => stop());
+
+async function readRequests(): Promise<void> {
+  for await (const item of readFrameItems(Deno.stdin.readable)) {
+    if ("error" in item) {
+      send({ v: 1, t: "error", message: boundMessage(`dropped a frame: ${item.error.message}`) });
+      continue;
+    }
+    let req;
+    try {
+      req = parseWorkerRequest(item.value);
+    } catch (error) {
+      send({
+        v: 1,
+        t: "error",
+        message: boundMessage(`dropped a frame: ${(error as Error).message}`),
+      });
+      continue;
+    }
+    if (req.t === "shutdown") {
+      shutdownGrace = req.graceMs ?? DEFAULT_GRACE_MS;
+      return;
+    }
+    runner.handle(req);
+  }
+}
+
+await Promise.race([
+  readRequests().catch((error) => console.error(`marsh worker: cannot read requests: ${error}`)),
+  stopped,
+]);
+await runner.shutdown(shutdownGrace);
+await queue;
+Deno.exit(0);

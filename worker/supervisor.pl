@@ -1,0 +1,379 @@
+# marsh: the supervisor of one shell-branch attempt (see worker/supervisor.ts).
+#
+# The Deno worker cannot do this part itself: its runtime owns waitpid for
+# its children, it may not signal other processes without unscoped
+# --allow-run, and it may not touch /proc or /sys at all. So one of these
+# runs per attempt, with only perl-base modules and none loaded (a start
+# costs about 3 ms; POSIX alone would add 11).
+#
+# fd 0: the config ("LENGTH\n" then that many bytes, see encodeConfig in
+#       supervisor.ts), then commands from the worker, one byte each:
+#         i   SIGINT to every process of the attempt
+#         k   SIGKILL to every process of the attempt, until none is left
+#       End of file means the worker is gone: the supervisor then cancels by
+#       itself (SIGINT, 10 s, SIGKILL).
+# fd 1, 2: the branch's stdout and stderr pipes;
+# fd 3: status lines to the worker:
+#   launched PID MECHANISM [CGROUP]   bash is released to run
+#   exited code N | exited signal N   bash ended
+#   settled 1|0                       every process is gone (cgroup removed?)
+#   fail MESSAGE                      set-up failed; nothing ran
+#   warn MESSAGE                      a note; nothing changed
+# Commands come on a pipe rather than as signals so that nothing a branch
+# sends its parent (kill 0, kill -INT $PPID) is taken for the worker's word;
+# the supervisor ignores every such signal.
+use strict;
+
+my ($WNOHANG, $EINTR, $ECHILD, $EEXIST) = (1, 4, 10, 17);
+my ($F_SETFD, $FD_CLOEXEC, $PR_SET_CHILD_SUBREAPER) = (2, 1, 36);
+my ($CLONE_INTO_CGROUP, $SIGCHLD) = (0x200000000, 17);
+
+open(my $st, '>&=', 3) or die "marsh supervisor: no status channel on fd 3: $!\n";
+fcntl($st, $F_SETFD, $FD_CLOEXEC);
+
+sub report {
+  my $line = join(' ', @_);
+  $line =~ s/[\r\n]+/ /g;
+  $line = substr($line, 0, 3900);
+  syswrite($st, "$line\n");
+}
+
+sub fail {
+  report('fail', @_);
+  exit 1;
+}
+
+my @IGNORED = qw(INT TERM HUP QUIT PIPE TSTP TTIN TTOU USR1 USR2 ALRM);
+$SIG{$_} = 'IGNORE' for @IGNORED;
+$SIG{CHLD} = sub { };    # only to wake select()
+
+sub read_exact {
+  my ($n) = @_;
+  my $buf = '';
+  while (length($buf) < $n) {
+    my $got = sysread(STDIN, $buf, $n - length($buf), length($buf));
+    next if !defined $got && ($! + 0) == $EINTR;
+    return undef unless $got;
+  }
+  return $buf;
+}
+
+my $len = '';
+while ($len !~ /\n$/) {
+  my $c = read_exact(1);
+  fail('cannot read the config length') unless defined $c && length($len) < 12;
+  $len .= $c;
+}
+my $cfg = read_exact($len + 0);
+defined $cfg or fail('the config ended early');
+my @f = split /\0/, $cfg, -1;
+pop @f;    # after the last terminator
+fail('bad config') unless @f >= 8 && $f[0] eq 'marsh-supervisor/1';
+my (undef, $mode, $attempt, $cg, $cwd, $stdin, $script, $nrs, @env) = @f;
+my ($want_int, $want_kill) = (0, 0);
+fail("bad syscall numbers: $nrs") unless $nrs =~ /^\d+,\d+,\d+,\d+,\d+$/;
+my ($SYS_prctl, $SYS_setsid, $SYS_close, $SYS_clone3, $SYS_rt_sigprocmask) = split /,/, $nrs;
+
+# Descriptors the worker inherited and passed on are not the branch's to
+# hold (they may keep someone's pipe open): keep 0-3 only. Perl's own opens
+# are close-on-exec.
+if (opendir(my $fds, '/proc/self/fd')) {
+  my @stray = grep { /^\d+$/ && $_ > 3 } readdir($fds);
+  my $own = fileno($fds);
+  closedir($fds);
+  syscall($SYS_close, $_ + 0) for grep { $_ != $own } @stray;
+}
+
+# Own session, no controlling terminal: /dev/tty gives ENXIO, and as the
+# session leader is this process, nothing below can acquire a terminal.
+syscall($SYS_setsid) >= 0 or fail("cannot start a new session: $!");
+syscall($SYS_prctl, $PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+  or fail("cannot become a child subreaper: $!");
+
+my $events;
+if ($mode eq 'adopt') {
+  # The first supervisor of this cgroup died: end what is left in it.
+  open($events, '<', "$cg/cgroup.events") or fail("cannot open $cg/cgroup.events: $!");
+  $want_kill = 1;
+  supervise(0);
+}
+
+chdir($cwd) or fail("cannot enter $cwd: $!");
+my $in;
+if ($stdin eq '') {
+  open($in, '<', '/dev/null') or fail("cannot open /dev/null: $!");
+} else {
+  open($in, '<', $stdin) or fail("cannot open the spool $stdin: $!");
+}
+
+my $mechanism = 'subreaper';
+$cg = '';
+if ($mode eq 'auto') {
+  my ($base, $why) = cgroup_base();
+  if (!defined $base) {
+    report('warn', "no cgroup: $why");
+  } elsif (!mkdir_p($base)) {
+    report('warn', "cannot make cgroup $base: $!");
+  } else {
+    # Another worker (another daemon) may use the same attempt id: never
+    # touch an existing group, take a name of our own instead.
+    for my $dir ("$base/$attempt", "$base/$attempt.$$") {
+      if (mkdir($dir)) {
+        $cg = $dir;
+        last;
+      }
+      if (($! + 0) != $EEXIST) {
+        report('warn', "cannot make cgroup $dir: $!");
+        last;
+      }
+    }
+  }
+}
+
+pipe(my $go_r, my $go_w) or fail("pipe: $!");
+# The child is born with the supervisor's dispositions, which ignore these,
+# and a SIGINT that reached it then would be lost: block them across the
+# fork so one stays pending until the child has reset them.
+my $HANDED = pack('Q', (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14));    # HUP INT QUIT TERM
+syscall($SYS_rt_sigprocmask, 0, $HANDED, 0, 8) == 0 or fail("cannot block signals: $!");
+my ($pid, $placed);
+if ($cg ne '' && open(my $dir, '<', $cg)) {
+  # Born in the cgroup (clone3 with CLONE_INTO_CGROUP, Linux 5.7): moving a
+  # process in through cgroup.procs waits for an RCU grace period, about
+  # 12 ms here, and is left for kernels without it. Nothing is buffered
+  # (every write above is syswrite), so the raw clone duplicates no output;
+  # the child uses neither $$ nor anything of glibc's that caches the tid.
+  my $args = pack('Q11', $CLONE_INTO_CGROUP, 0, 0, 0, $SIGCHLD, 0, 0, 0, 0, 0, fileno($dir));
+  my $r = syscall($SYS_clone3, $args, length($args));
+  ($pid, $placed) = ($r, 1) if $r >= 0;
+  close($dir) if $r != 0;
+}
+$pid = fork() unless defined $pid;
+defined $pid or fail("fork: $!");
+if ($pid == 0) {
+  $SIG{$_} = 'DEFAULT' for @IGNORED, 'CHLD';
+  syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # a pending SIGINT ends the child here
+  close($go_w);
+  # Run no branch code before the supervisor has placed this process.
+  my $go = '';
+  sysread($go_r, $go, 1) == 1 or exit 127;
+  close($go_r);
+  setpgrp(0, 0);    # its own process group, so `kill 0` cannot reach the supervisor
+  open(STDIN, '<&', $in) or exit 127;    # replaces the command pipe
+  close($in);
+  %ENV = ();
+  for my $kv (@env) {
+    my ($k, $v) = split /=/, $kv, 2;
+    $ENV{$k} = $v;
+  }
+  { exec { 'bash' } 'bash', '-c', $script; }
+  print STDERR "marsh: cannot run bash: $!\n";
+  exit 127;
+}
+syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # pending ones are ignored here
+close($go_r);
+close($in);
+
+if ($cg ne '') {
+  my $ok = $placed || write_file("$cg/cgroup.procs", "$pid\n");
+  my $err = "$!";
+  $ok &&= open($events, '<', "$cg/cgroup.events");
+  if ($ok) {
+    $mechanism = 'cgroup';
+  } else {
+    report('warn', "cannot enter cgroup $cg: $err");
+    rmdir($cg);
+    $cg = '';
+  }
+}
+report('launched', $pid, $mechanism, $cg eq '' ? () : ($cg));
+syswrite($go_w, 'g');
+close($go_w);
+# Hold nothing of the branch's: its pipes end when its processes close them.
+open(STDOUT, '>', '/dev/null');
+open(STDERR, '>', '/dev/null');
+chdir('/');
+supervise($pid);
+
+sub supervise {
+  my ($bash) = @_;
+  my ($worker_gone, $kill_at, $killing) = (0, 0, 0);
+  for (;;) {
+    my $children = 1;
+    for (;;) {
+      my $p = waitpid(-1, $WNOHANG);
+      if ($p > 0) {
+        if ($p == $bash) {
+          my $s = $?;
+          report('exited', ($s & 127) ? ('signal', $s & 127) : ('code', $s >> 8));
+        }
+        next;
+      }
+      $children = 0 if $p < 0 && ($! + 0) != $EINTR;
+      last if $p == 0 || ($! + 0) != $EINTR;
+    }
+    if ($want_int) {
+      $want_int = 0;
+      interrupt_all();
+    }
+    if ($want_kill || ($kill_at && time() >= $kill_at)) {
+      $want_kill = 0;
+      $killing = 1;
+    }
+    if ($killing) {
+      if ($cg ne '' && open(my $k, '>', "$cg/cgroup.kill")) {
+        syswrite($k, "1\n");
+        close($k);
+      }
+      my @pids = descendants();
+      kill('KILL', @pids) if @pids;
+    }
+    my $populated = $events ? populated() : 0;
+    last if !$children && !$populated;
+
+    my ($rin, $ein) = ('', '');
+    vec($rin, 0, 1) = 1 unless $worker_gone;
+    vec($ein, fileno($events), 1) = 1 if $events;
+    # The timeout bounds the race of a SIGCHLD just before select.
+    my $n = select($rin, undef, $ein, 0.05);
+    if ($n > 0 && !$worker_gone && vec($rin, 0, 1)) {
+      my $got = sysread(STDIN, my $cmds, 64);
+      if ($got) {
+        $want_int = 1 if index($cmds, 'i') >= 0;
+        $want_kill = 1 if index($cmds, 'k') >= 0;
+      } elsif (defined $got || ($! + 0) != $EINTR) {
+        $worker_gone = 1;
+        $want_int = 1;
+        $kill_at = time() + 10;
+      }
+    }
+  }
+  my $removed = 1;
+  $removed = rmdir_cgroup($cg) ? 1 : 0 if $cg ne '';
+  report('settled', $removed);
+  exit 0;
+}
+
+sub event {
+  my ($key) = @_;
+  sysseek($events, 0, 0);
+  my $buf = '';
+  sysread($events, $buf, 4096);
+  return $buf =~ /^$key 1$/m ? 1 : 0;
+}
+
+sub populated { return event('populated') }
+
+sub write_file {
+  my ($path, $text) = @_;
+  open(my $f, '>', $path) or return 0;
+  my $ok = syswrite($f, $text);
+  return close($f) && $ok;
+}
+
+# SIGINT to every process, once. A scan of processes races with a fork in
+# progress (the new child would miss the signal and wait for SIGKILL), so a
+# cgroup is frozen for the scan: its processes get SIGINT as they thaw,
+# children forked meanwhile included. Without a cgroup the race stays.
+sub interrupt_all {
+  my $frozen = $cg ne '' && write_file("$cg/cgroup.freeze", "1\n");
+  if ($frozen) {
+    for (my $i = 0; $i < 200 && !event('frozen'); $i++) {
+      select(undef, undef, undef, 0.005);
+    }
+  }
+  my @pids = members();
+  kill('INT', @pids) if @pids;
+  write_file("$cg/cgroup.freeze", "0\n") if $frozen;
+}
+
+# Every live process of the attempt: the supervisor's descendants (a child
+# subreaper keeps orphans), plus every member of the cgroup and its children.
+sub members {
+  my %seen = map { $_ => 1 } descendants();
+  if ($cg ne '') {
+    $seen{$_} = 1 for cgroup_procs($cg);
+  }
+  delete $seen{$$};
+  return keys %seen;
+}
+
+sub descendants {
+  my (%kids, %state);
+  opendir(my $d, '/proc') or return ();
+  for my $e (readdir($d)) {
+    next unless $e =~ /^\d+$/;
+    open(my $s, '<', "/proc/$e/stat") or next;
+    my $line = <$s>;
+    close($s);
+    next unless defined $line && $line =~ /.*\) (\S) (\d+) /s;    # comm may hold ") "
+    $state{$e} = $1;
+    push @{ $kids{$2} }, $e;
+  }
+  closedir($d);
+  my @out;
+  my @todo = @{ $kids{$$} || [] };
+  while (@todo) {
+    my $p = shift @todo;
+    push @out, $p unless $state{$p} eq 'Z';
+    push @todo, @{ $kids{$p} || [] };
+  }
+  return @out;
+}
+
+sub cgroup_procs {
+  my ($dir) = @_;
+  my @pids;
+  if (open(my $f, '<', "$dir/cgroup.procs")) {
+    while (my $l = <$f>) { push @pids, $1 if $l =~ /^(\d+)/ }
+    close($f);
+  }
+  opendir(my $d, $dir) or return @pids;
+  my @subs = grep { !/^\./ && -d "$dir/$_" } readdir($d);
+  closedir($d);
+  push @pids, cgroup_procs("$dir/$_") for @subs;
+  return @pids;
+}
+
+# Removes the attempt's cgroup and any the branch made inside it.
+sub rmdir_cgroup {
+  my ($dir) = @_;
+  if (opendir(my $d, $dir)) {
+    my @subs = grep { !/^\./ && -d "$dir/$_" } readdir($d);
+    closedir($d);
+    rmdir_cgroup("$dir/$_") for @subs;
+  }
+  return rmdir($dir) || !-e $dir;
+}
+
+# The cgroup2 mount plus this process's own cgroup (a delegated subtree
+# when not root), then `marsh`.
+sub cgroup_base {
+  open(my $mi, '<', '/proc/self/mountinfo') or return (undef, "cannot read mountinfo: $!");
+  my ($root, $mnt);
+  while (my $l = <$mi>) {
+    my ($pre, $post) = split / - /, $l, 2;
+    next unless defined $post && $post =~ /^cgroup2 /;
+    my @p = split / /, $pre;
+    ($root, $mnt) = ($p[3], $p[4]);
+    last;
+  }
+  close($mi);
+  return (undef, 'no cgroup2 mount') unless defined $mnt;
+  s/\\([0-7]{3})/chr(oct($1))/ge for $root, $mnt;
+  open(my $c, '<', '/proc/self/cgroup') or return (undef, "cannot read /proc/self/cgroup: $!");
+  my $own;
+  while (my $l = <$c>) { $own = $1 if $l =~ /^0::(\/.*?)\s*$/ }
+  close($c);
+  return (undef, 'no cgroup2 membership') unless defined $own;
+  $own = substr($own, length($root)) if $root ne '/' && index($own, $root) == 0;
+  $own = '' if $own eq '/';
+  return (undef, "unusable cgroup path $mnt$own") if "$mnt$own" =~ /\n| \(deleted\)$/;
+  return ("$mnt$own/marsh");
+}
+
+sub mkdir_p {
+  my ($dir) = @_;
+  return 1 if -d $dir;
+  return mkdir($dir) || ($! + 0) == $EEXIST;
+}

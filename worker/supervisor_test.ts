@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { encodeConfig, parseSupervisorLine, signalName, SupervisorError } from "./supervisor.ts";
+
+Deno.test({ name: "supervisor lines parse to messages", permissions: "none" }, () => {
+  assert.deepEqual(parseSupervisorLine("launched 12 subreaper"), {
+    kind: "launched",
+    pid: 12,
+    mechanism: "subreaper",
+    cgroup: null,
+  });
+  assert.deepEqual(parseSupervisorLine("launched 12 cgroup /sys/fs/cgroup/my dir/marsh/a"), {
+    kind: "launched",
+    pid: 12,
+    mechanism: "cgroup",
+    cgroup: "/sys/fs/cgroup/my dir/marsh/a",
+  });
+  assert.deepEqual(parseSupervisorLine("exited code 3"), { kind: "exited", code: 3, signal: null });
+  assert.deepEqual(parseSupervisorLine("exited signal 9"), {
+    kind: "exited",
+    code: null,
+    signal: "SIGKILL",
+  });
+  assert.deepEqual(parseSupervisorLine("settled 0"), { kind: "settled", cgroupRemoved: false });
+  assert.deepEqual(parseSupervisorLine("fail cannot enter /x: No such file or directory"), {
+    kind: "fail",
+    message: "cannot enter /x: No such file or directory",
+  });
+  for (
+    const bad of [
+      "",
+      "launched",
+      "launched x subreaper",
+      "launched 1 cgroup",
+      "launched 1 subreaper /x",
+      "exited code",
+      "exited code 1000",
+      "settled 2",
+      "hello",
+    ]
+  ) {
+    assert.throws(() => parseSupervisorLine(bad), SupervisorError, bad);
+  }
+});
+
+Deno.test({ name: "signal numbers get their names", permissions: "none" }, () => {
+  assert.equal(signalName(2), "SIGINT");
+  assert.equal(signalName(9), "SIGKILL");
+  assert.equal(signalName(15), "SIGTERM");
+  assert.equal(signalName(99), "SIG99");
+});
+
+Deno.test({
+  name: "the config is a length, then NUL-terminated fields; NUL refused",
+  permissions: "none",
+}, () => {
+  const text = new TextDecoder().decode(encodeConfig({
+    mode: "auto",
+    attempt: "a",
+    cwd: "/f",
+    stdin: null,
+    script: "echo 'x=y'",
+    env: { A: "1=2", B: "" },
+  }));
+  const nl = text.indexOf("\n");
+  const body = text.slice(nl + 1);
+  assert.equal(Number(text.slice(0, nl)), new TextEncoder().encode(body).length);
+  const fields = body.split("\0");
+  assert.equal(fields.pop(), "");
+  assert.deepEqual(fields.slice(0, 7), [
+    "marsh-supervisor/1",
+    "auto",
+    "a",
+    "",
+    "/f",
+    "",
+    "echo 'x=y'",
+  ]);
+  assert.deepEqual(fields.slice(8), ["A=1=2", "B="]);
+  assert.throws(
+    () =>
+      encodeConfig({ mode: "auto", attempt: "a", cwd: "/f", stdin: null, script: "\0", env: {} }),
+    SupervisorError,
+  );
+});

@@ -3,10 +3,13 @@
  * tools a user would otherwise use (`cp -a`, `git worktree add`,
  * `git status --porcelain`, `git diff --binary`) on generated trees of 1k, 10k
  * and 100k files, and prints one table per size with marsh/baseline ratios
- * (0.42× means marsh takes 0.42 of the baseline's time).
+ * (0.42× means marsh takes 0.42 of the baseline's time). When the sizes
+ * include 10k files, one more table follows: `marsh split` end to end with
+ * 1, 4 and 8 shell branches through the real CLI and daemon, against
+ * `git worktree add` ×N (bench/split_e2e.ts); `--split` prints only that one.
  *
  * ```sh
- * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json]
+ * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]
  * ```
  *
  * Permissions (the task's): read/write (trees in bench/.trees/, temp dirs),
@@ -24,6 +27,12 @@ import { marshOps } from "./marsh_ops.ts";
 import { isNotWired, type MarshOps, NOT_WIRED_MESSAGE } from "./marsh_ops_types.ts";
 import { ChildMemoryProbe, InProcessPeak, settle, summarize, type Summary } from "./measure.ts";
 import {
+  measureSplitE2e,
+  renderSplitE2e,
+  SPLIT_BRANCHES,
+  type SplitE2eResult,
+} from "./split_e2e.ts";
+import {
   applySmallChange,
   cachedTree,
   dirtyReason,
@@ -33,8 +42,13 @@ import {
   type TreeStats,
 } from "./tree_gen.ts";
 
-const USAGE = "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json]";
+const USAGE =
+  "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
+/** The tree size of the end-to-end split table. */
+const SPLIT_FILES = 10_000;
+/** Its timed runs per branch count, unless --runs says otherwise. */
+const SPLIT_RUNS = 3;
 
 /** A bad command line; the top level prints it with the usage and exits 2. */
 class UsageError extends Error {
@@ -51,6 +65,8 @@ interface Options {
   readonly seed: number;
   readonly json: boolean;
   readonly help: boolean;
+  /** Only the end-to-end split table. */
+  readonly split: boolean;
 }
 
 function positiveInt(flag: string, text: string): number {
@@ -73,6 +89,7 @@ function parseOptions(args: readonly string[]): Options {
         seed: { type: "string" },
         json: { type: "boolean" },
         help: { type: "boolean", short: "h" },
+        split: { type: "boolean" },
       },
     }));
   } catch (err) {
@@ -86,6 +103,7 @@ function parseOptions(args: readonly string[]): Options {
     seed: values.seed === undefined ? 1 : positiveInt("seed", values.seed),
     json: values.json ?? false,
     help: values.help ?? false,
+    split: values.split ?? false,
   };
 }
 
@@ -380,8 +398,9 @@ async function run(options: Options): Promise<void> {
 
   let marshStatus: "ok" | "not wired" = "ok";
   const results: SizeResult[] = [];
+  let split: SplitE2eResult | null = null;
   try {
-    for (const files of options.sizes) {
+    for (const files of options.split ? [] : options.sizes) {
       const runs = options.runs ?? (files >= 100_000 ? 3 : 5);
       const tree = await cachedTree(files, options.seed, git, log);
       const change = await planSmallChange(tree.dir, options.seed, git);
@@ -443,29 +462,68 @@ async function run(options: Options): Promise<void> {
       results.push(result);
       if (!options.json) console.log(renderSize(result) + "\n");
     }
+    if (options.split || options.sizes.includes(SPLIT_FILES)) {
+      split = await splitTable(options, git, scratchRoot, log);
+    }
   } finally {
     await Deno.remove(scratchRoot, { recursive: true });
   }
 
   const loadEnd = await loadavg();
   const damon = await damonNote();
-  const notes = {
+  // With --split only the end-to-end table ran: the per-size tables' notes do not apply.
+  const sizeNotes = options.split ? {} : {
     marsh: marshStatus === "ok" ? "measured" : `n/a: ${NOT_WIRED_MESSAGE}`,
     cpA: "cp -a copies the whole project dir, .git (one pack) and ignored files included, " +
       "as a user copying a checkout would",
-    timing: "wall clock, warm cache (one untimed warm-up), `sync` untimed before each timed run",
+  };
+  const memoryNotes = options.split ? {} : {
     memoryCommands: probe.describe(),
     memoryInProcess: `${sampler.describe()}; harness idle RSS ${
       (idleRssKiB / 1024).toFixed(1)
     } MiB`,
+  };
+  const notes = {
+    ...sizeNotes,
+    timing: "wall clock, warm cache (one untimed warm-up), `sync` untimed before each timed run",
+    ...memoryNotes,
     machine: `${cores} cores, load average ${loadStart} at start, ${loadEnd} at end; ` +
       `Deno ${Deno.version.deno}` + (damon === null ? "" : `; ${damon}`),
   };
   if (options.json) {
-    console.log(JSON.stringify({ schema: "marsh-bench/1", notes, sizes: results }, null, 2));
+    console.log(
+      JSON.stringify({ schema: "marsh-bench/1", notes, sizes: results, split }, null, 2),
+    );
   } else {
     console.log(Object.entries(notes).map(([k, v]) => `- ${k}: ${v}`).join("\n"));
   }
+}
+
+/** The end-to-end split table on the cached 10k-file tree. */
+async function splitTable(
+  options: Options,
+  git: HardenedGit,
+  scratchRoot: string,
+  log: (line: string) => void,
+): Promise<SplitE2eResult> {
+  const tree = await cachedTree(SPLIT_FILES, options.seed, git, log);
+  const scratch = join(scratchRoot, "split");
+  await Deno.mkdir(scratch);
+  const result = await measureSplitE2e({
+    tree: tree.dir,
+    scratch,
+    branches: SPLIT_BRANCHES,
+    runs: options.runs ?? SPLIT_RUNS,
+    git,
+    log,
+  });
+  const dirty = await dirtyReason(tree.dir, tree.head, git);
+  if (!options.json) console.log(renderSplitE2e(result, SPLIT_FILES) + "\n");
+  if (dirty !== null) {
+    console.error(`bench: WARNING: the split runs changed the source tree (${dirty})`);
+    await Deno.remove(join(TREE_CACHE, `${SPLIT_FILES}-${options.seed}`, "complete.json"));
+  }
+  return result;
 }
 
 if (import.meta.main) {

@@ -1,115 +1,306 @@
 /**
- * The built-in demo: makes a small Git project in a temporary directory,
- * changes a copy of it the way a branch would (edit text, add a binary file,
- * make a script executable, delete a file, replace a file with a symlink),
- * asks `marsh diff` for the patch, and applies it with real `git apply` to
- * show that the copy is reproduced byte for byte.
+ * The built-in demo: the main job end to end. It makes a small Git project in
+ * a temporary directory, starts a private daemon there (its own `MARSH_HOME`,
+ * so yours is untouched), and runs
  *
- * Run: `./bin/deno task demo`
+ * ```sh
+ * marsh split -b edit=... -b logo=... -b lint=... | marsh join -- ../apply-edit.sh
+ * ```
+ *
+ * where one branch edits a text file, one adds a binary file and one fails
+ * (`exit 3`), and the consumer applies only the text edit with
+ * `git apply --3way`. Then it prints what happened, checks it, stops the
+ * daemon and removes the temporary directory. Exit status 0 when everything
+ * happened as expected, 1 otherwise.
+ *
+ * Run: `./bin/deno task demo`. Needs `--allow-read`, `--allow-write`,
+ * `--allow-run` (bash, git, ./marsh) and `--allow-env`.
  *
  * @module
  */
 
 const repo = new URL("../", import.meta.url).pathname;
-const marsh = `${repo}marsh`;
-const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-const gitEnv = (home: string) => ({
-  HOME: home,
-  GIT_CONFIG_NOSYSTEM: "1",
-  GIT_CONFIG_GLOBAL: "/dev/null",
-  GIT_AUTHOR_NAME: "demo",
-  GIT_AUTHOR_EMAIL: "demo@example.com",
-  GIT_COMMITTER_NAME: "demo",
-  GIT_COMMITTER_EMAIL: "demo@example.com",
-});
+/** No step should take this long; a hung one is killed and reported. */
+const STEP_TIMEOUT_MS = 60_000;
+
+/** The longest Unix socket path Linux takes is 107 bytes; branch sockets are `<home>/b/NN.sock`. */
+const MAX_HOME_PATH = 107 - "/b/00.sock".length;
+
+interface Ran {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** What the demo expected and did not see. */
+const problems: string[] = [];
+
+function expect(ok: boolean, what: string): void {
+  if (!ok) problems.push(what);
+}
 
 async function run(
   cmd: string,
-  args: string[],
-  opts: { cwd?: string; env?: Record<string, string> } = {},
-) {
+  args: readonly string[],
+  opts: { cwd?: string; env: Record<string, string> },
+): Promise<Ran> {
+  const signal = AbortSignal.timeout(STEP_TIMEOUT_MS);
   const out = await new Deno.Command(cmd, {
-    args,
+    args: [...args],
     cwd: opts.cwd,
     env: opts.env,
+    clearEnv: true,
+    stdin: "null",
     stdout: "piped",
     stderr: "piped",
-  })
-    .output();
+    signal,
+  }).output();
+  if (signal.aborted) {
+    problems.push(`${cmd} ${args.join(" ")} to finish within ${STEP_TIMEOUT_MS / 1000} s`);
+  }
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
-function step(title: string) {
-  console.log(`\n== ${title}`);
+/** Runs a command that must succeed for the demo to go on. */
+async function must(
+  cmd: string,
+  args: readonly string[],
+  opts: { cwd?: string; env: Record<string, string> },
+): Promise<string> {
+  const r = await run(cmd, args, opts);
+  if (r.code !== 0) {
+    throw new Error(`${cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr.trim()}`);
+  }
+  return r.stdout;
+}
+
+let stepNo = 0;
+function step(title: string): void {
+  console.log(`\n== ${++stepNo}. ${title}`);
+}
+
+/** Prints a command line and what it printed (stderr first: the notices come before the result). */
+function showRun(cmdline: string, r: Ran): void {
+  console.log(`   $ ${cmdline}`);
+  show(r.stderr + r.stdout, "  ");
+}
+
+/** Prints text indented under its step; `prefix` marks where it came from. */
+function show(text: string, prefix = ""): void {
+  const lines = text.replace(/\n$/, "").split("\n");
+  if (lines.length === 1 && lines[0] === "") return;
+  for (const line of lines) console.log(`   ${prefix}${line}`);
+}
+
+/** The environment every child sees: yours, minus marsh's and Git's own, plus the demo's. */
+function childEnv(tmp: string, home: string): Record<string, string> {
+  const env = Deno.env.toObject();
+  for (const name of Object.keys(env)) {
+    // A MARSH_SOCK (inside a shell branch) would send the CLI to another daemon;
+    // GIT_DIR and friends (inside a Git hook) would point git at another repository.
+    if (name.startsWith("MARSH_") && name !== "MARSH_DENO") delete env[name];
+    if (name.startsWith("GIT_")) delete env[name];
+  }
+  return {
+    ...env,
+    MARSH_HOME: home,
+    PATH: `${tmp}/bin:${env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}`,
+    HOME: tmp,
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_AUTHOR_NAME: "demo",
+    GIT_AUTHOR_EMAIL: "demo@example.com",
+    GIT_COMMITTER_NAME: "demo",
+    GIT_COMMITTER_EMAIL: "demo@example.com",
+  };
+}
+
+const GREET = `export function greet(name: string): string {
+  return "Hello, " + name;
+}
+`;
+
+const GREET_EDITED = `export function greet(name: string): string {
+  return "Hi, " + name;
+}
+`;
+
+/** The pipeline the demo runs, as a user would type it (bash, for PIPESTATUS). */
+const PIPELINE = `set -o pipefail
+marsh split \\
+    -b edit='sed -i "s/Hello, /Hi, /" src/greet.ts' \\
+    -b logo='printf "\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR\\0\\0\\0\\20" > logo.png' \\
+    -b lint='echo "lint: 2 problems in src/greet.ts" >&2; exit 3' \\
+  | tee ../handle.txt \\
+  | marsh join -- ../apply-edit.sh
+echo "\${PIPESTATUS[0]} \${PIPESTATUS[2]}" > ../statuses.txt
+`;
+
+/** The consumer: `marsh join` runs it with the rendering on stdin and SPLIT_* set. */
+const CONSUMER = `#!/bin/sh
+set -eu
+cat > ../rendering.txt
+echo "SPLIT_ID=$SPLIT_ID"
+echo "SPLIT_DIR=$SPLIT_DIR"
+echo "out/:" $(ls "$SPLIT_DIR")
+echo "out/edit/:" $(ls "$SPLIT_DIR/edit")
+echo "lint said: $(cat "$SPLIT_DIR/lint/stderr")"
+echo "applying $SPLIT_DIR/edit/diff.patch"
+GIT_ALTERNATE_OBJECT_DIRECTORIES="$SPLIT_OBJECTS" git apply --3way "$SPLIT_DIR/edit/diff.patch"
+`;
+
+async function makeProject(project: string, env: Record<string, string>): Promise<void> {
+  await Deno.mkdir(`${project}/src`, { recursive: true });
+  await Deno.writeTextFile(`${project}/README.md`, "# Demo\n\nA tiny project.\n");
+  await Deno.writeTextFile(`${project}/src/greet.ts`, GREET);
+  await Deno.writeTextFile(`${project}/.gitignore`, "*.log\n");
+  await must("git", ["init", "-q", "-b", "main"], { cwd: project, env });
+  await must("git", ["add", "-A"], { cwd: project, env });
+  await must("git", ["commit", "-qm", "initial"], { cwd: project, env });
+}
+
+/** `== <label>: <status> (...)` lines of the rendering, by label. */
+function statusesOf(rendering: string): Map<string, string> {
+  const found = new Map<string, string>();
+  for (const m of rendering.matchAll(/^== ([^:\n]+): (.*)$/gm)) found.set(m[1]!, m[2]!);
+  return found;
+}
+
+async function demo(tmp: string): Promise<void> {
+  let home = `${tmp}/home`;
+  if (home.length > MAX_HOME_PATH) {
+    home = `${await Deno.makeTempDir({ dir: "/tmp", prefix: "marsh-demo-home-" })}/home`;
+  }
+  const env = childEnv(tmp, home);
+  const project = `${tmp}/project`;
+  const marsh = `${repo}marsh`;
+  await Deno.mkdir(`${tmp}/bin`);
+  await Deno.symlink(marsh, `${tmp}/bin/marsh`);
+
+  step(`A small Git project in ${project}`);
+  await makeProject(project, env);
+  show(await must("git", ["ls-files"], { cwd: project, env }));
+
+  step(`A private daemon: MARSH_HOME=${home}`);
+  const started = await run(marsh, ["daemon", "start"], { cwd: project, env });
+  showRun("marsh daemon start", started);
+  if (started.code !== 0) throw new Error(`marsh daemon start exited ${started.code}`);
+
+  let stopped = false;
+  try {
+    step("Three branches, one consumer");
+    await Deno.writeTextFile(`${tmp}/pipeline.sh`, PIPELINE);
+    await Deno.writeTextFile(`${tmp}/apply-edit.sh`, CONSUMER, { mode: 0o755 });
+    console.log("   The pipeline, run in the project:\n");
+    show(PIPELINE.replace(/\necho "\$\{PIPESTATUS.*\n$/, "\n"), "   ");
+    console.log("\n   The consumer, ../apply-edit.sh:\n");
+    show(CONSUMER, "   ");
+    const t0 = performance.now();
+    const piped = await run("bash", [`${tmp}/pipeline.sh`], { cwd: project, env });
+    const seconds = ((performance.now() - t0) / 1000).toFixed(1);
+    console.log(`\n   It ran in ${seconds} s. What the consumer printed:`);
+    show(piped.stdout, "consumer | ");
+    console.log("   What was said on stderr (split, join and the consumer's git):");
+    show(piped.stderr, "stderr | ");
+
+    step("What happened");
+    const handle = (await readOrEmpty(`${tmp}/handle.txt`)).trim();
+    const rendering = await readOrEmpty(`${tmp}/rendering.txt`);
+    const [splitStatus, joinStatus] = (await readOrEmpty(`${tmp}/statuses.txt`)).trim().split(" ")
+      .map(Number);
+    let id = "";
+    try {
+      id = (JSON.parse(handle) as { id?: string }).id ?? "";
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) throw error;
+    }
+    console.log(`   the handle (split's stdout): ${handle || "(none)"}`);
+    expect(id !== "" && piped.stdout.includes(`SPLIT_ID=${id}`), "a handle naming the split");
+    console.log("   each branch's status, from the rendering on the consumer's stdin:");
+    const statuses = statusesOf(rendering);
+    for (const [label, status] of statuses) console.log(`     ${label}: ${status}`);
+    expect(statuses.get("edit") === "exited 0 (1 files changed)", "edit: exited 0, 1 file");
+    expect(statuses.get("logo") === "exited 0 (1 files changed)", "logo: exited 0, 1 file");
+    expect(statuses.get("lint") === "exited 3 (no changes)", "lint: exited 3");
+    const binary = rendering.split("\n").find((l) => l.startsWith("binary file changed: "));
+    console.log(`   the binary file, as the rendering summarises it:\n     ${binary ?? "(none)"}`);
+    expect(binary?.startsWith("binary file changed: logo.png (") === true, "a binary summary");
+    console.log(`   marsh split exited ${splitStatus} (the first failed branch, lint)`);
+    expect(splitStatus === 3, "split exits 3");
+    console.log(`   marsh join exited ${joinStatus} (the consumer's status)`);
+    expect(joinStatus === 0, "join exits 0");
+
+    console.log("\n   The applied change (git apply --3way stages it, so: git diff HEAD):");
+    const diff = await must("git", ["diff", "HEAD"], { cwd: project, env });
+    show(diff, "   ");
+    const greet = await Deno.readTextFile(`${project}/src/greet.ts`);
+    expect(greet === GREET_EDITED, "src/greet.ts edited as the edit branch did");
+    const status = await must("git", ["status", "--short"], { cwd: project, env });
+    console.log("   git status --short (logo.png was not applied: the consumer chose):");
+    show(status, "   ");
+    expect(status.trim() === "M  src/greet.ts", "only src/greet.ts changed in the project");
+
+    console.log("\n   The consumer exited 0, so join removed the split:");
+    const listed = await run(marsh, ["splits", id], { cwd: project, env });
+    showRun(`marsh splits ${id}`, listed);
+    expect(listed.stdout.startsWith(`${id}  joined`), "the split is joined");
+    expect(!(await exists(`${project}/.marsh/split/${id}`)), "the split's directory is gone");
+
+    step("Stop the demo's daemon");
+    const stop = await run(marsh, ["daemon", "stop"], { cwd: project, env });
+    stopped = true;
+    showRun("marsh daemon stop", stop);
+    expect(stop.code === 0, "the daemon stops");
+  } finally {
+    if (problems.length > 0) {
+      const log = await readOrEmpty(`${home}/marshd.log`);
+      console.log("\n   The daemon's log (last lines):");
+      show(log.split("\n").slice(-15).join("\n"), "log | ");
+    }
+    if (!stopped) await run(marsh, ["daemon", "stop"], { cwd: project, env });
+    if (!home.startsWith(`${tmp}/`)) {
+      await Deno.remove(home.slice(0, -"/home".length), { recursive: true });
+    }
+  }
+}
+
+async function readOrEmpty(path: string): Promise<string> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return "";
+    throw error;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
 }
 
 if (import.meta.main) {
+  const t0 = performance.now();
   const tmp = await Deno.makeTempDir({ prefix: "marsh-demo-" });
-  const env = gitEnv(tmp);
   try {
-    const project = `${tmp}/project`;
-    step(`a small Git project in ${project}`);
-    await Deno.mkdir(`${project}/src`, { recursive: true });
-    await Deno.writeTextFile(`${project}/README.md`, "# Demo\n\nA tiny project.\n");
-    await Deno.writeTextFile(
-      `${project}/src/greet.ts`,
-      'export function greet(name: string) {\n  return "Hello, " + name;\n}\n',
-    );
-    await Deno.writeTextFile(`${project}/build.sh`, "#!/bin/sh\necho building\n");
-    await Deno.writeTextFile(`${project}/notes.txt`, "old notes\n");
-    await run("git", ["init", "-q", "-b", "main"], { cwd: project, env });
-    await run("git", ["add", "-A"], { cwd: project, env });
-    await run("git", ["commit", "-qm", "initial"], { cwd: project, env });
-    console.log((await run("git", ["ls-files"], { cwd: project, env })).stdout.trim());
-
-    const fork = `${tmp}/fork`;
-    step("a fork of it, changed the way a branch would");
-    await run("cp", ["-a", project, fork]);
-    await Deno.writeTextFile(
-      `${fork}/src/greet.ts`,
-      "export function greet(name: string) {\n  return `Hello, ${name}!`;\n}\n",
-    );
-    await Deno.writeFile(
-      `${fork}/logo.bin`,
-      Uint8Array.from({ length: 600 }, (_, i) => (i * 7) & 0xff),
-    );
-    await Deno.chmod(`${fork}/build.sh`, 0o755);
-    await Deno.remove(`${fork}/README.md`);
-    await Deno.remove(`${fork}/notes.txt`);
-    await Deno.symlink("src/greet.ts", `${fork}/notes.txt`);
-    console.log(
-      "edited src/greet.ts, added logo.bin, chmod +x build.sh, deleted README.md, notes.txt -> symlink",
-    );
-
-    step("marsh diff --files project fork");
-    const files = await run(marsh, ["diff", "--files", project, fork]);
-    console.log(files.stdout.trimEnd());
-
-    step("marsh diff project fork > change.patch");
-    const patch = await run(marsh, ["diff", project, fork]);
-    if (patch.code !== 1) throw new Error(`marsh diff exited ${patch.code}: ${patch.stderr}`);
-    await Deno.writeFile(`${tmp}/change.patch`, enc.encode(patch.stdout));
-    console.log(patch.stdout.split("\n").slice(0, 14).join("\n") + "\n...");
-
-    step("git apply change.patch in the project");
-    const check = await run("git", ["apply", "--check", `${tmp}/change.patch`], {
-      cwd: project,
-      env,
-    });
-    const apply = await run("git", ["apply", `${tmp}/change.patch`], { cwd: project, env });
-    if (check.code !== 0 || apply.code !== 0) {
-      throw new Error(`git apply failed: ${check.stderr}${apply.stderr}`);
-    }
-    const again = await run(marsh, ["diff", project, fork]);
-    console.log(
-      again.code === 0
-        ? "applied: the project now matches the fork byte for byte (marsh diff exits 0)"
-        : `mismatch after apply:\n${again.stdout}`,
-    );
-    if (again.code !== 0) Deno.exitCode = 1;
+    await demo(tmp);
+  } catch (error) {
+    problems.push(error instanceof Error ? error.message : String(error));
   } finally {
     await Deno.remove(tmp, { recursive: true });
+  }
+  const seconds = ((performance.now() - t0) / 1000).toFixed(1);
+  if (problems.length === 0) {
+    console.log(`\ndemo: everything happened as expected (${seconds} s)`);
+  } else {
+    console.log(`\ndemo: FAILED (${seconds} s):`);
+    for (const p of problems) console.log(`  - expected ${p}`);
+    Deno.exit(1);
   }
 }

@@ -221,8 +221,8 @@ async function demo(tmp: string): Promise<void> {
     console.log("   each branch's status, from the rendering on the consumer's stdin:");
     const statuses = statusesOf(rendering);
     for (const [label, status] of statuses) console.log(`     ${label}: ${status}`);
-    expect(statuses.get("edit") === "exited 0 (1 files changed)", "edit: exited 0, 1 file");
-    expect(statuses.get("logo") === "exited 0 (1 files changed)", "logo: exited 0, 1 file");
+    expect(statuses.get("edit") === "exited 0 (1 file changed)", "edit: exited 0, 1 file");
+    expect(statuses.get("logo") === "exited 0 (1 file changed)", "logo: exited 0, 1 file");
     expect(statuses.get("lint") === "exited 3 (no changes)", "lint: exited 3");
     const binary = rendering.split("\n").find((l) => l.startsWith("binary file changed: "));
     console.log(`   the binary file, as the rendering summarises it:\n     ${binary ?? "(none)"}`);

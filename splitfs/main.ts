@@ -20,9 +20,10 @@ import {
   type SplitfsRequest,
 } from "../protocol/splitfs.ts";
 import { diffDirs } from "./diff.ts";
-import { SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
+import { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
 import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { FsError } from "./ffi.ts";
+import { GitMetadataError } from "./git_source.ts";
 import { locateProject } from "./project_root.ts";
 import { SplitWorkspace } from "./workspace.ts";
 
@@ -213,10 +214,12 @@ function toError(error: unknown): ErrorReply {
     error instanceof FsError || error instanceof SymlinkRefusedError ||
     error instanceof WrongKindError || error instanceof TooLargeError ||
     error instanceof SnapshotError || error instanceof ProtocolError ||
-    error instanceof RefusedError || error instanceof TypeError
+    error instanceof RefusedError || error instanceof TypeError ||
+    error instanceof InvalidNameError || error instanceof GitMetadataError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }
+  // Anything else is a fault in marsh: keep the class name, it helps a report.
   return { v: 1, t: "error", kind: "internal", message: String(error) };
 }
 

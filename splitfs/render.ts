@@ -361,7 +361,9 @@ export function renderBranches(
     let total = 0;
     branches.forEach((b, index) => {
       total += b.files;
-      const changes = b.files === 0 ? "no changes" : `${b.files} files changed`;
+      const changes = b.files === 0
+        ? "no changes"
+        : `${b.files} ${b.files === 1 ? "file" : "files"} changed`;
       sink(enc.encode(`== ${b.label}: ${b.status} (${changes})\n`));
       const patch = patches[index];
       if (patch) {

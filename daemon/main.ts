@@ -8,7 +8,7 @@
  * when none answers. Flags: `daemonFlags()` in protocol/permissions.ts.
  *
  * Settings (environment): `MARSH_HOME`, `MARSH_LEASE_MS`,
- * `MARSH_SPLIT_DEADLINE_MS`, `MARSH_CANCEL_GRACE_MS` (see docs/daemon.md).
+ * `MARSH_SPLIT_DEADLINE_MS`, `MARSH_CANCEL_GRACE_MS` (see docs/guide.md, "Settings").
  *
  * @module
  */
@@ -19,6 +19,7 @@ import {
   controlDirPath,
   ensureControlDir,
   JOURNAL_NAME,
+  LOCK_NAME,
   LOG_NAME,
   PID_NAME,
   SOCKET_NAME,
@@ -51,6 +52,20 @@ async function main(): Promise<number> {
       return 2;
     }
     throw error;
+  }
+  // One daemon per control dir. Two CLIs may start one at the same moment;
+  // the loser must not take the socket (and the journal) from the winner.
+  // The lock goes with this process, however it ends.
+  const lock = Deno.openSync(`${home}/${LOCK_NAME}`, {
+    read: true,
+    write: true,
+    create: true,
+    mode: 0o600,
+  });
+  if (!lock.tryLockSync(true)) {
+    lock.close();
+    console.error(`marshd: already running for ${home}`);
+    return 1;
   }
   const socket = `${home}/${SOCKET_NAME}`;
   if (await answers(socket)) {

@@ -35,6 +35,8 @@ export const MAX_BRANCHES = 16;
 export const MAX_DEPTH = 3;
 export const SPOOL_LIMIT = 64 * 1024 * 1024;
 export const OUTPUT_LIMIT = 16 * 1024 * 1024;
+/** How often the captured output of a running split is measured. */
+const OUTPUT_POLL_MS = 100;
 
 /** Tunables; tests shorten the lease and the grace through the environment. */
 export interface Settings {
@@ -95,7 +97,14 @@ interface LiveBranch {
   slot: boolean;
   settled: PromiseWithResolvers<void>;
   launched: boolean;
+  /** The worker said `launched`: the branch's processes exist. */
+  running: boolean;
   cancelled: boolean;
+  /** The attempt's directory in the control dir, once launched. */
+  dir: string | null;
+  /** Bytes of stdout and stderr the worker kept, final once the attempt settled. */
+  outputBytes: number;
+  outputFinal: boolean;
 }
 
 /** A split this daemon process is running or holding. */
@@ -106,6 +115,7 @@ class LiveSplit {
   cancelReason: string | null = null;
   leaseTimer: ReturnType<typeof setTimeout> | undefined;
   deadlineTimer: ReturnType<typeof setTimeout> | undefined;
+  outputTimer: ReturnType<typeof setInterval> | undefined;
   /** Whether the split-filesystem service holds this split's descriptors. */
   open = false;
   readonly timing: Record<string, number> = {};
@@ -135,6 +145,22 @@ const SIGNALS: Record<string, number> = {
 function exitStatus(code: number | null, signal: string | null): string {
   if (code !== null) return `exited ${code}`;
   return `exited ${128 + (signal ? SIGNALS[signal] ?? 0 : 0)}`;
+}
+
+const OUTPUT_LIMIT_REASON = "captured output limit of 16 MiB exceeded";
+
+/** The bytes in an attempt's stdout and stderr files so far. */
+function outputSize(dir: string): number {
+  let n = 0;
+  for (const name of ["stdout", "stderr"]) {
+    try {
+      n += Deno.statSync(`${dir}/${name}`).size;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      // The worker has not created it yet.
+    }
+  }
+  return n;
 }
 
 function newId(): string {
@@ -276,6 +302,33 @@ export class Splits {
       createdMs: now,
       revokedMs: null,
     });
+    // Every requested branch is on record before anything runs: a restart
+    // reports the ones that never started as cancelled.
+    journal.addBranches(
+      id,
+      req.branches.map((b, index): BranchRecord => ({
+        split: id,
+        label: b.label,
+        index,
+        kind: b.kind,
+        placement: "shell-vm",
+        run: b.kind === "shell" ? b.script : b.argv,
+        state: "pending",
+        status: null,
+        code: null,
+        jobId: null,
+        files: 0,
+        trust: null,
+        fork: `${split.dir}/${b.label}`,
+        forkIdentity: null,
+        forkStrategy: null,
+        attempt: null,
+        startedMs: null,
+        finishedMs: null,
+        result: null,
+        mechanism: null,
+      })),
+    );
     const live = this.#liveOf(id, session);
     live.creatorConn = conn;
     log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
@@ -288,13 +341,8 @@ export class Splits {
 
     // The spool is read to EOF before the snapshot.
     const spool = req.spool ? await this.#receiveSpool(conn, live) : null;
-    if (spool === undefined) return this.#finishCancelled(live, spool ?? null);
-    // A dropped stream from here on cancels the split.
-    conn.closed.then(() => {
-      if (journal.getSplit(id)?.state === "run") {
-        this.cancel(id, "the creator's stream was dropped");
-      }
-    });
+    if (spool === undefined || live.cancelReason) return this.#finishCancelled(live, spool ?? null);
+    this.#watchCreator(conn, live);
 
     await this.#pause("before-snapshot");
     let created: CreatedReply;
@@ -328,31 +376,6 @@ export class Splits {
     });
     await this.#pause("after-snapshot");
 
-    journal.addBranches(
-      id,
-      req.branches.map((b, index): BranchRecord => ({
-        split: id,
-        label: b.label,
-        index,
-        kind: b.kind,
-        placement: "shell-vm",
-        run: b.kind === "shell" ? b.script : b.argv,
-        state: "pending",
-        status: null,
-        code: null,
-        jobId: null,
-        files: 0,
-        trust: null,
-        fork: `${split.dir}/${b.label}`,
-        forkIdentity: null,
-        forkStrategy: null,
-        attempt: null,
-        startedMs: null,
-        finishedMs: null,
-        result: null,
-        mechanism: null,
-      })),
-    );
     const t0 = performance.now();
     for (const [index, spec] of req.branches.entries()) {
       if (live.cancelReason) break;
@@ -375,7 +398,11 @@ export class Splits {
         slot: false,
         settled: Promise.withResolvers<void>(),
         launched: false,
+        running: false,
         cancelled: false,
+        dir: null,
+        outputBytes: 0,
+        outputFinal: false,
       });
     }
     live.timing.forks = Math.round(performance.now() - t0);
@@ -383,6 +410,7 @@ export class Splits {
 
     const runStart = performance.now();
     const env = filterEnv(req.env);
+    live.outputTimer = setInterval(() => this.#checkOutput(live), OUTPUT_POLL_MS);
     for (const b of live.branches.values()) await this.#launch(live, split, b, env, spool);
     await this.#pause("mid-run");
     await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
@@ -397,25 +425,59 @@ export class Splits {
     const path = `${this.#d.home}/${SPOOL_DIR}/${live.id}`;
     using file = Deno.openSync(path, { write: true, createNew: true, mode: 0o600 });
     let size = 0;
+    let reason: string;
     for (;;) {
       const frame = await conn.next();
       if (frame === null) {
-        this.#cancelState(live, "the creator's stream was dropped");
-        return undefined;
+        reason = "the creator's stream was dropped";
+        break;
       }
       if (frame.t === "split.cancel") {
-        this.#cancelState(live, "cancelled by the creator");
-        return undefined;
+        reason = "cancelled by the creator";
+        break;
       }
       if (frame.t === "spool.end") return path;
       if (frame.t !== "spool") continue;
       const bytes = Buffer.from(frame.data, "base64");
       size += bytes.length;
       if (size > SPOOL_LIMIT) {
-        this.#cancelState(live, "spool limit of 64 MiB exceeded");
-        return undefined;
+        reason = "spool limit of 64 MiB exceeded";
+        break;
       }
       file.writeSync(bytes);
+    }
+    this.#cancelState(live, reason);
+    // No branch will read a cancelled spool: it must not stay in the control dir.
+    Deno.removeSync(path);
+    return undefined;
+  }
+
+  /**
+   * Reads the create stream after the spool: `split.cancel` (Ctrl-C) cancels
+   * the split, and so does a dropped stream while it runs. Its end also
+   * starts the lease of a split that finished (see #finishAwait).
+   */
+  #watchCreator(conn: Conn, live: LiveSplit): void {
+    void (async () => {
+      for (;;) {
+        const frame = await conn.next();
+        if (frame === null) {
+          this.cancel(live.id, "the creator's stream was dropped");
+          return;
+        }
+        if (frame.t === "split.cancel") this.cancel(live.id, "cancelled by the creator");
+      }
+    })();
+  }
+
+  /** Branches that never launched end as cancelled (a cancel, or a setup failure). */
+  #cancelPending(id: string): void {
+    for (const b of this.#d.journal.branches(id)) {
+      this.#d.journal.transitionBranch(id, b.label, ["pending"], "cancelled", {
+        status: "cancelled",
+        code: 130,
+        finishedMs: Date.now(),
+      });
     }
   }
 
@@ -458,6 +520,7 @@ export class Splits {
     const dir = `${home}/${ATTEMPTS_DIR}/${attempt}`;
     Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
     b.attempt = attempt;
+    b.dir = dir;
     b.socket = sockets.open({
       kind: "branch",
       split: live.id,
@@ -483,13 +546,17 @@ export class Splits {
       attempt,
       script: (b.spec as { script: string }).script,
       cwd,
-      env: { ...env, MARSH_SOCK: b.socket },
+      env,
+      socket: b.socket,
       stdin: spool,
       stdout: `${dir}/stdout`,
       stderr: `${dir}/stderr`,
       outputLimit: OUTPUT_LIMIT,
     }, {
-      launched: (_pid, mechanism) => journal.updateBranch(live.id, label, { mechanism }),
+      launched: (_pid, mechanism) => {
+        b.running = true;
+        journal.updateBranch(live.id, label, { mechanism });
+      },
       exited: (code, signal) => {
         b.exit = { code, signal };
       },
@@ -499,9 +566,39 @@ export class Splits {
           b.settled.resolve();
         });
       },
-      outputLimit: () => this.cancel(live.id, "captured output limit of 16 MiB exceeded"),
-      error: (message) => this.#d.log.info(`split ${live.id}/${label}: worker: ${message}`),
+      outputLimit: () => this.cancel(live.id, OUTPUT_LIMIT_REASON),
+      error: (message) => this.#attemptLost(live, b, message),
     });
+  }
+
+  /**
+   * The worker gave up on an attempt. Before `launched` nothing ran: the
+   * branch failed and its slot frees. After it, processes may still live: the
+   * branch is uncertain, its fork untrusted, its slot held until reset.
+   */
+  #attemptLost(live: LiveSplit, b: LiveBranch, message: string): void {
+    const { journal, log, sockets, pool } = this.#d;
+    const label = b.spec.label;
+    log.info(`split ${live.id}/${label}: worker: ${message}`);
+    if (b.socket) sockets.close(b.socket);
+    journal.revokeCapability(`${live.id}/${label}`);
+    if (b.running) {
+      journal.transitionBranch(live.id, label, ["running"], "uncertain", {
+        trust: "untrusted",
+        status: `failed: ${message}`,
+        code: 125,
+        finishedMs: Date.now(),
+      });
+    } else {
+      journal.transitionBranch(live.id, label, ["running"], "failed", {
+        status: `failed: ${message}`,
+        code: 125,
+        finishedMs: Date.now(),
+      });
+      if (b.slot) pool.release(live.session, `${live.id}/${label}`);
+      b.slot = false;
+    }
+    b.settled.resolve();
   }
 
   async #settled(live: LiveSplit, b: LiveBranch, dir: string): Promise<void> {
@@ -510,6 +607,9 @@ export class Splits {
     if (b.socket) sockets.close(b.socket);
     journal.revokeCapability(`${live.id}/${label}`);
     const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
+    b.outputBytes = outputSize(dir);
+    b.outputFinal = true;
+    this.#checkOutput(live);
     let state: "captured" | "rejected" | "failed" | "cancelled";
     let status: string;
     let files = 0;
@@ -544,6 +644,12 @@ export class Splits {
     if (!published.ok && state === "captured") {
       state = "rejected";
       status = `rejected: ${published.reason}`;
+    }
+    if (published.ok) {
+      // out/<label> holds the copy now; the control dir must not keep every branch's output.
+      await Deno.remove(dir, { recursive: true }).catch((error) =>
+        this.#d.log.info(`split ${live.id}/${label}: ${dir} not removed: ${error}`)
+      );
     }
     journal.transitionBranch(live.id, label, ["running"], state, {
       status,
@@ -593,6 +699,7 @@ export class Splits {
       live.open = false;
       this.#d.journal.updateSplit(live.id, { identity: null });
     }
+    this.#cancelPending(live.id);
     this.#d.journal.transitionSplit(live.id, ["run"], "cancelled", {
       status: 2,
       reason: `setup failed: ${message}`,
@@ -604,8 +711,23 @@ export class Splits {
     this.#live.delete(live.id);
   }
 
+  /**
+   * Captured output is a hard limit of the whole split (spec 000 §4): every
+   * branch's stdout and stderr together. The worker stops a single attempt
+   * at the limit; this catches several that cross it together.
+   */
+  #checkOutput(live: LiveSplit): void {
+    if (live.cancelReason) return;
+    let total = 0;
+    for (const b of live.branches.values()) {
+      if (b.dir) total += b.outputFinal ? b.outputBytes : outputSize(b.dir);
+    }
+    if (total > OUTPUT_LIMIT) this.cancel(live.id, OUTPUT_LIMIT_REASON);
+  }
+
   #cleanup(live: LiveSplit, spool: string | null): void {
     clearTimeout(live.deadlineTimer);
+    clearInterval(live.outputTimer);
     if (spool) Deno.remove(spool).catch(() => {});
   }
 
@@ -677,6 +799,7 @@ export class Splits {
     } else if (unconfirmed.length > 0) {
       message += `; kept because these branches' ends are unconfirmed: ${unconfirmed.join(", ")}`;
     }
+    this.#cancelPending(live.id);
     journal.transitionSplit(live.id, ["run"], "cancelled", {
       status: 130,
       reason,
@@ -732,27 +855,32 @@ export class Splits {
   async #ensureOpen(live: LiveSplit, s: SplitRecord): Promise<void> {
     if (live.open) return;
     if (!s.identity) throw new RequestError(2, `split ${s.id} has no workspace left`);
-    const forks = this.#d.journal.branches(s.id).filter((b) => b.forkIdentity !== null).map((
-      b,
-    ) => ({
-      label: b.label,
-      identity: b.forkIdentity!,
-    }));
-    try {
-      await this.#d.splitfs.request({
-        v: 1,
-        t: "reopen",
-        id: s.id,
-        root: s.root,
-        identity: s.identity,
-        forks: [],
-        git: s.git !== null,
-      });
-      void forks;
-    } catch (error) {
-      throw new RequestError(2, error instanceof Error ? error.message : String(error));
-    }
+    // Every fork still on disk is checked too; a rejected one was removed at capture.
+    const forks = this.#d.journal.branches(s.id)
+      .filter((b) => b.forkIdentity !== null && b.state !== "rejected")
+      .map((b) => ({ label: b.label, identity: b.forkIdentity! }));
+    // A SplitfsError goes to the caller, who says what it means for its request.
+    await this.#d.splitfs.request({
+      v: 1,
+      t: "reopen",
+      id: s.id,
+      root: s.root,
+      identity: s.identity,
+      forks,
+      git: s.git !== null,
+    });
     live.open = true;
+  }
+
+  /** A split-filesystem failure on a held split, as the caller's message. */
+  #refusal(id: string, error: unknown): RequestError {
+    if (error instanceof SplitfsError && error.kind === "replaced") {
+      return new RequestError(
+        2,
+        `split ${id}: workspace replaced: its directory was removed or replaced (git clean -xfd?), so nothing was read or removed; marsh splits rm ${id} forgets it`,
+      );
+    }
+    return new RequestError(2, `split ${id}: ${error instanceof Error ? error.message : error}`);
   }
 
   /** `marsh join`: rendering, consumer, release. */
@@ -835,6 +963,16 @@ export class Splits {
         removed: false,
         message: `split ${s.id} kept: ${reason}; remove it with: marsh splits rm ${s.id}`,
       });
+    } catch (error) {
+      // A join that cannot finish leaves the split kept, never awaiting without a lease.
+      const replaced = error instanceof SplitfsError && error.kind === "replaced";
+      this.#keep(
+        s.id,
+        replaced
+          ? "workspace replaced"
+          : `the join failed: ${error instanceof Error ? error.message : error}`,
+      );
+      throw error instanceof SplitfsError ? this.#refusal(s.id, error) : error;
     } finally {
       live.joinConn = null;
     }
@@ -895,22 +1033,32 @@ export class Splits {
     if (live.joinConn && !live.joinConn.isClosed) {
       throw new RequestError(2, `split ${id} is being joined`);
     }
+    let said = `split ${id} removed`;
     if (s.identity) {
-      await this.#ensureOpen(live, s);
       try {
+        await this.#ensureOpen(live, s);
         await splitfs.request({ v: 1, t: "remove", id });
       } catch (error) {
-        throw new RequestError(
-          2,
-          `split ${id} not removed: ${error instanceof Error ? error.message : error}`,
-        );
+        if (!(error instanceof SplitfsError && error.kind === "replaced")) {
+          throw new RequestError(
+            2,
+            `split ${id} not removed: ${error instanceof Error ? error.message : error}`,
+          );
+        }
+        // What is there now is not ours: only the record goes (spec 000 §6).
+        if (live.open) {
+          await splitfs.request({ v: 1, t: "release", id }).catch(() => {});
+          live.open = false;
+        }
+        said =
+          `split ${id}: its directory was removed or replaced, so nothing was removed from disk; record dropped`;
       }
     }
     clearTimeout(live.leaseTimer);
     journal.revokeCapabilitiesOfSplit(id);
     journal.deleteSplit(id);
     this.#live.delete(id);
-    return `split ${id} removed`;
+    return said;
   }
 
   /** Starts lease timers for awaiting splits found at start-up. */

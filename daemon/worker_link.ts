@@ -23,6 +23,8 @@ export interface LaunchSpec {
   readonly stdout: string;
   readonly stderr: string;
   readonly outputLimit: number;
+  /** The branch's own socket, which the branch sees as `MARSH_SOCK`. */
+  readonly socket: string;
 }
 
 /** The events of one attempt. */
@@ -109,6 +111,8 @@ export class WorkerLink {
         h.outputLimit(ev.bytes);
         break;
       case "error":
+        // An error that names an attempt is that attempt's last event.
+        this.#attempts.delete(ev.attempt);
         h.error(ev.message);
         break;
     }

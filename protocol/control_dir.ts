@@ -14,6 +14,8 @@ export const SOCKET_NAME = "marshd.sock";
 export const JOURNAL_NAME = "journal.db";
 export const LOG_NAME = "marshd.log";
 export const PID_NAME = "marshd.pid";
+/** Held (flock) by the one daemon of a control dir for as long as it runs. */
+export const LOCK_NAME = "marshd.lock";
 export const ATTEMPTS_DIR = "attempts";
 export const SPOOL_DIR = "spool";
 export const BRANCH_SOCKETS_DIR = "b";
@@ -76,7 +78,9 @@ export function checkOwned(path: string, st: Deno.FileInfo, what: string, dir: b
     throw new ControlDirError(`the ${what} is a symlink: ${path}; remove it or set MARSH_HOME`);
   }
   if (dir && !st.isDirectory) {
-    throw new ControlDirError(`the ${what} is not a directory: ${path}; remove it or set MARSH_HOME`);
+    throw new ControlDirError(
+      `the ${what} is not a directory: ${path}; remove it or set MARSH_HOME`,
+    );
   }
   const uid = Deno.uid();
   if (uid !== null && st.uid !== uid) {
@@ -87,12 +91,16 @@ export function checkOwned(path: string, st: Deno.FileInfo, what: string, dir: b
   const mode = (st.mode ?? 0) & 0o777;
   if (dir && mode !== 0o700) {
     throw new ControlDirError(
-      `the ${what} ${path} has mode ${mode.toString(8).padStart(4, "0")}, not 0700; run: chmod 700 ${path}`,
+      `the ${what} ${path} has mode ${
+        mode.toString(8).padStart(4, "0")
+      }, not 0700; run: chmod 700 ${path}`,
     );
   }
   if (!dir && (mode & 0o077) !== 0) {
     throw new ControlDirError(
-      `the ${what} ${path} has mode ${mode.toString(8).padStart(4, "0")}; others may reach it. Stop the daemon and remove it`,
+      `the ${what} ${path} has mode ${
+        mode.toString(8).padStart(4, "0")
+      }; others may reach it. Stop the daemon and remove it`,
     );
   }
 }

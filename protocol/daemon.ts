@@ -171,7 +171,11 @@ export interface SplitsReply {
 export interface StatusReply {
   readonly v: 1;
   readonly t: "status";
-  readonly daemon: { readonly pid: number; readonly home: string; readonly started_unix_ms: number };
+  readonly daemon: {
+    readonly pid: number;
+    readonly home: string;
+    readonly started_unix_ms: number;
+  };
   readonly splits: { readonly active: number; readonly awaiting: number; readonly kept: number };
 }
 
@@ -225,7 +229,9 @@ function str(x: Record<string, unknown>, key: string, max = MAX_STRING): string 
 
 function bool(x: Record<string, unknown>, key: string): boolean {
   const v = x[key];
-  if (typeof v !== "boolean") throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
+  if (typeof v !== "boolean") {
+    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
+  }
   return v;
 }
 

@@ -39,7 +39,13 @@ export function splitfsFlags(): string[] {
  */
 export function cliFlags(home: string, branchSocket?: string): string[] {
   const sockets = [`unix:${home}/marshd.sock`];
-  if (branchSocket) sockets.push(`unix:${branchSocket}`);
+  const paths = [home];
+  if (branchSocket) {
+    sockets.push(`unix:${branchSocket}`);
+    // Deno wants read and write on a Unix socket's path to connect, and
+    // checkOwned() looks at its owner and mode first.
+    paths.push(branchSocket);
+  }
   return [
     "--quiet",
     "--no-prompt",
@@ -47,8 +53,8 @@ export function cliFlags(home: string, branchSocket?: string): string[] {
     // checkOwned() compares the control dir's owner with Deno.uid().
     "--allow-sys=uid",
     "--allow-run",
-    `--allow-read=${home}`,
-    `--allow-write=${home}`,
+    `--allow-read=${paths.join(",")}`,
+    `--allow-write=${paths.join(",")}`,
     `--allow-net=${sockets.join(",")}`,
   ];
 }

@@ -48,13 +48,25 @@ Deno.test({
 
 Deno.test({ name: "the launcher passes exactly the CLI's flags", permissions: perms }, () => {
   const launcher = Deno.readTextFileSync(`${root}marsh`);
-  for (const flag of cliFlags("$home").filter((f) => !f.startsWith("--allow-net"))) {
+  const scoped = (f: string) => /^--allow-(net|read|write)=/.test(f);
+  for (const flag of cliFlags("$home").filter((f) => !scoped(f))) {
     const shown = flag.replace("$home", '"$home"');
     assert.ok(launcher.includes(shown), `launcher lacks ${shown}`);
   }
+  assert.deepEqual(
+    cliFlags("$home", "$MARSH_SOCK").filter(scoped),
+    [
+      "--allow-read=$home,$MARSH_SOCK",
+      "--allow-write=$home,$MARSH_SOCK",
+      "--allow-net=unix:$home/marshd.sock,unix:$MARSH_SOCK",
+    ],
+  );
   assert.ok(launcher.includes('--allow-net="$sockets"'));
   assert.ok(launcher.includes('sockets="unix:$home/marshd.sock"'));
   assert.ok(launcher.includes('sockets="$sockets,unix:$MARSH_SOCK"'));
+  assert.ok(launcher.includes('--allow-read="$paths" --allow-write="$paths"'));
+  assert.ok(launcher.includes('paths="$home"'));
+  assert.ok(launcher.includes('paths="$paths,$MARSH_SOCK"'));
   assert.ok(
     !/--allow-(all|ffi)|--allow-sys(?!=uid\s)|\s-A\s/.test(launcher),
     "launcher grants more than the CLI needs",

@@ -625,7 +625,7 @@ Deno.test(
     );
     await assert.rejects(forked(svc, "r1", "c"), failsWith("input", /reopened after a restart/));
     const r = await rendered(svc, "r1", [{ label: "a", status: "uncertain", files: 1 }]);
-    assert.match(dec8.decode(r.bytes), /^== a: uncertain \(1 files changed\)\ndiff --git a\/a.txt/);
+    assert.match(dec8.decode(r.bytes), /^== a: uncertain \(1 file changed\)\ndiff --git a\/a.txt/);
     assert.equal(
       (await svc.request({
         v: 1,

@@ -216,12 +216,15 @@ both("cancel: SIGINT ends a plain branch, its own sessions included", async (ctx
 both("cancel: what ignores SIGINT is killed after the grace", async ({ w, run, sb }) => {
   const a = await run(
     "sleep 100 >/dev/null 2>&1 </dev/null & echo $! > bg.pid\n" +
-      "setsid -f sh -c 'trap \"\" INT; sleep 100' >/dev/null 2>&1 </dev/null\n" +
-      "trap '' INT; sleep 100",
+      "setsid -f sh -c 'trap \"\" INT; touch ready.setsid; sleep 100' >/dev/null 2>&1 </dev/null\n" +
+      "trap '' INT; touch ready.bash; sleep 100",
   );
   const launched = (await w.wait((e) => e.t === "launched" && e.attempt === a)).event;
   assert.equal(launched.t, "launched");
-  while (!exists(`${sb.fork}/bg.pid`)) await new Promise((r) => setTimeout(r, 10));
+  // Cancel only once every trap is set, or the SIGINT lands before it.
+  for (const f of ["bg.pid", "ready.setsid", "ready.bash"]) {
+    while (!exists(`${sb.fork}/${f}`)) await new Promise((r) => setTimeout(r, 10));
+  }
   const bg = Number(Deno.readTextFileSync(`${sb.fork}/bg.pid`));
   const sent = performance.now();
   await w.send({ v: 1, t: "cancel", attempt: a, graceMs: 300 });

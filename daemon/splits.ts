@@ -944,16 +944,20 @@ export class Splits {
       }
       journal.updateSplit(s.id, { timing: { ...s.timing, consumer: consumerMs } });
       if (reason === null) {
+        await this.#pause("mid-release");
+        // The state is journaled before the release it describes.
+        journal.transitionSplit(s.id, ["await", "kept"], "joined", { reason: null });
         try {
           await splitfs.request({ v: 1, t: "remove", id: s.id });
           live.open = false;
-          journal.transitionSplit(s.id, ["await", "kept"], "joined", { identity: null });
+          journal.updateSplit(s.id, { identity: null });
           journal.revokeCapabilitiesOfSplit(s.id);
           await conn.send({ v: 1, t: "join.released", removed: true });
           this.#live.delete(s.id);
           return;
         } catch (error) {
           reason = error instanceof Error ? error.message : String(error);
+          journal.transitionSplit(s.id, ["joined"], "kept", { reason });
         }
       }
       this.#keep(s.id, reason);

@@ -103,3 +103,37 @@ for (const [step, expected] of Object.entries(EXPECTED) as [Step, typeof EXPECTE
     }
   });
 }
+
+Deno.test({
+  name: "restart: kill -9 mid-release keeps the split, still joinable, nothing removed",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const started = await sb.marsh(["daemon", "start"], {
+    env: { MARSH_TEST_PAUSE_AT: "mid-release" },
+  });
+  assert.equal(started.code, 0, show(started));
+  const oldPid = sb.daemonPid();
+  assert.ok(oldPid);
+  const split = await sb.marsh(["split", "-n", "-b", "a=echo a > a.txt"]);
+  assert.equal(split.code, 0, show(split));
+  const id = JSON.parse(split.stdout.trim()).id as string;
+  const joiner = sb.spawnMarsh(["join", "--", "true"], { stdin: split.stdout });
+  await waitFor("the daemon to pause mid-release", () => exists(`${sb.home}/paused-mid-release`));
+  Deno.kill(oldPid, "SIGKILL");
+  const lost = await finish(joiner, "the joiner");
+  assert.notEqual(lost.code, 0, show(lost));
+
+  const restarted = await sb.marsh(["daemon", "start"]);
+  assert.equal(restarted.code, 0, show(restarted));
+  const s = await sb.split(id);
+  assert.ok(s);
+  // The release never happened: the split is kept, whole, and joinable again.
+  assert.equal(s.state, "kept");
+  assert.equal(s.reason, "daemon restarted");
+  assert.ok(exists(`${s.dir}/out/a/diff.patch`));
+  const again = await sb.marsh(["join", "--", "true"], { stdin: split.stdout });
+  assert.equal(again.code, 0, show(again));
+  assert.equal((await sb.split(id))?.state, "joined");
+  assert.ok(!exists(s.dir));
+});

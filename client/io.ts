@@ -15,6 +15,8 @@ export interface CliIo {
   readonly stdin: ReadableStream<Uint8Array>;
   readonly stdinIsTerminal: boolean;
   readonly stdoutIsTerminal: boolean;
+  /** Progress lines go to stderr only when it is a terminal, never to a pipe or file. */
+  readonly stderrIsTerminal: boolean;
   /** Writes all of `bytes` to stdout; false when its reader has gone (broken pipe). */
   write(bytes: Uint8Array): Promise<boolean>;
   /** Writes one line to stderr. */

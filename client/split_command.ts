@@ -209,7 +209,7 @@ class SplitRun {
           this.#id = frame.id;
           break;
         case "notice":
-          this.#io.error(frame.message);
+          if (!frame.progress || this.#io.stderrIsTerminal) this.#io.error(frame.message);
           break;
         case "split.done": {
           this.#stopSpool.abort();

@@ -28,7 +28,7 @@ import { SplitfsService } from "../splitfs/client.ts";
 import { Log } from "./log.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
-import { settingsFromEnv, Splits } from "./splits.ts";
+import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
 
 async function answers(path: string): Promise<boolean> {
@@ -74,7 +74,15 @@ async function main(): Promise<number> {
   }
   const foreground = Deno.stderr.isTerminal();
   const log = new Log(foreground ? null : `${home}/${LOG_NAME}`);
-  const settings = settingsFromEnv((n) => Deno.env.get(n));
+  let settings: Settings;
+  try {
+    settings = settingsFromEnv((n) => Deno.env.get(n));
+  } catch (error) {
+    // The log is stderr in the foreground, and the file the CLI points to when detached.
+    log.info(`marshd: ${error instanceof Error ? error.message : error}`);
+    log.close();
+    return 2;
+  }
   const journal = Journal.open(`${home}/${JOURNAL_NAME}`);
   const report = journal.recoverAfterRestart(Date.now());
   for (const s of report.splits) log.info(`restart: split ${s.id} ${s.from} -> ${s.to}`);

@@ -360,6 +360,7 @@ export class Splits {
           void conn.send({
             v: 1,
             t: "notice",
+            progress: true,
             message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
           });
         },
@@ -380,7 +381,20 @@ export class Splits {
     for (const [index, spec] of req.branches.entries()) {
       if (live.cancelReason) break;
       try {
-        const f = await splitfs.request<ForkedReply>({ v: 1, t: "fork", id, label: spec.label });
+        const f = await splitfs.request<ForkedReply>(
+          { v: 1, t: "fork", id, label: spec.label },
+          undefined,
+          (p) => {
+            void conn.send({
+              v: 1,
+              t: "notice",
+              progress: true,
+              message: `fork ${spec.label}: ${p.files} files, ${
+                (p.bytes / 1048576).toFixed(1)
+              } MiB`,
+            });
+          },
+        );
         journal.updateBranch(id, spec.label, {
           forkIdentity: f.identity,
           forkStrategy: f.strategy,
@@ -889,6 +903,10 @@ export class Splits {
     const s = journal.getSplit(req.id);
     if (!s) throw new RequestError(2, `no split ${req.id}`);
     this.#authorize(conn.authority, s);
+    if (s.state === "cancelled") {
+      // `split | join` after a cancel: join does not run, and the pipeline keeps 130.
+      throw new RequestError(130, `split ${s.id} was cancelled: nothing to join`);
+    }
     if (s.state !== "await" && s.state !== "kept") {
       throw new RequestError(
         2,

@@ -119,6 +119,8 @@ export interface NoticeReply {
   readonly v: 1;
   readonly t: "notice";
   readonly message: string;
+  /** A progress line: shown only when the caller's stderr is a terminal. */
+  readonly progress?: boolean;
 }
 
 /** Every branch is settled: the split's exit status and manifest. */

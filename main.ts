@@ -105,8 +105,8 @@ Examples:
 const JOIN_HELP = `
 Reads the handle line that \`marsh split\` printed from stdin. Without CMD the
 rendering (each branch's status and patch; a branch's stdout and stderr are
-in $SPLIT_DIR/<label>/) goes to stdout and the split is removed if every branch succeeded and --keep is not given, else kept
-(the message says why). With \`-- CMD\`, CMD runs even if branches failed,
+in $SPLIT_DIR/<label>/) goes to stdout and the split is removed if every
+branch succeeded and --keep is not given, else kept (the message says why). With \`-- CMD\`, CMD runs even if branches failed,
 with the rendering on its stdin and SPLIT_ID, SPLIT_DIR, SPLIT_MANIFEST and
 SPLIT_OBJECTS set; the split is removed when CMD exits 0, else kept, and join
 exits with CMD's status (127 when CMD cannot be started).

@@ -196,16 +196,17 @@ both("settled waits for double-forked setsid writers", async ({ w, run, sb }) =>
 });
 
 both("cancel: SIGINT ends a plain branch, its own sessions included", async (ctx) => {
-  const { w, run, sb, mech } = ctx;
+  const { w, run, sb } = ctx;
   const a = await run(
     "setsid -f sh -c 'touch started; sleep 100' >/dev/null 2>&1 </dev/null; sleep 100",
   );
   await w.wait((e) => e.t === "launched" && e.attempt === a);
-  // Without a cgroup to freeze, a process forked while the supervisor scans
-  // misses the SIGINT (and waits for the SIGKILL): let the fork finish first.
-  if (mech === "subreaper") {
-    while (!exists(`${sb.fork}/started`)) await new Promise((r) => setTimeout(r, 10));
-  }
+  // A process forked while the supervisor signals may miss the SIGINT (and
+  // then meets the SIGKILL after the grace): let the fork finish first, so
+  // this test sees SIGINT alone end everything.
+  while (!exists(`${sb.fork}/started`)) await new Promise((r) => setTimeout(r, 10));
+  // `started` comes just before the two sleeps fork; give them that moment.
+  await new Promise((r) => setTimeout(r, 200));
   await w.send({ v: 1, t: "cancel", attempt: a, graceMs: 60_000 });
   // Well within the grace: SIGINT alone ended every process.
   const events = await w.finish(a, 15_000);

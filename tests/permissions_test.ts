@@ -3,7 +3,7 @@
  * a probe under each entrypoint's exact flags shows what is refused.
  */
 import assert from "node:assert/strict";
-import { cliFlags, splitfsFlags } from "../protocol/permissions.ts";
+import { cliFlags, daemonFlags, splitfsFlags } from "../protocol/permissions.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
@@ -84,4 +84,22 @@ Deno.test({
   assert.equal(got.writeTmp, "refused");
   assert.equal(got.runGit, "refused");
   assert.equal(got.net, "refused");
+});
+
+Deno.test({
+  name: "the daemon may use its control dir and start Deno, and load no library",
+  permissions: perms,
+}, async () => {
+  const home = Deno.makeTempDirSync({ prefix: "marsh-home-" });
+  try {
+    const got = await probe(daemonFlags(home, deno, 16));
+    assert.equal(got.ffiLibc, "refused");
+    assert.equal(got.ffiOther, "refused");
+    assert.equal(got.readProject, "refused");
+    assert.equal(got.writeTmp, "refused");
+    assert.equal(got.runGit, "refused");
+    assert.equal(got.net, "refused");
+  } finally {
+    Deno.removeSync(home, { recursive: true });
+  }
 });

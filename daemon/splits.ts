@@ -369,6 +369,15 @@ export class Splits {
       return this.#setupFailed(live, spool, error, false);
     }
     live.open = true;
+    if (created.root !== located.root) {
+      // The tree moved between locate and snapshot: the journaled root is wrong.
+      return this.#setupFailed(
+        live,
+        spool,
+        new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
+        true,
+      );
+    }
     live.timing.snapshot = created.snapshot.ms;
     journal.updateSplit(id, {
       identity: created.identity,

@@ -517,26 +517,22 @@ export class Splits {
   ): Promise<void> {
     const { journal, pool, worker, sockets, home } = this.#d;
     const label = b.spec.label;
+    // A branch that never starts still ends with a status and an out/ entry.
+    const endUnlaunched = async (state: "cancelled" | "failed", status: string) => {
+      journal.transitionBranch(live.id, label, ["pending"], state, {
+        status,
+        code: branchCode(status) ?? 125,
+        finishedMs: Date.now(),
+      });
+      await this.#publish(live, label, status, null);
+      b.settled.resolve();
+    };
     if (live.cancelReason) {
       b.cancelled = true;
-      journal.transitionBranch(live.id, label, ["pending"], "cancelled", {
-        status: "cancelled",
-        code: 130,
-        finishedMs: Date.now(),
-      });
-      await this.#publish(live, label, "cancelled", null);
-      b.settled.resolve();
-      return;
+      return endUnlaunched("cancelled", "cancelled");
     }
     if (!pool.admit(live.session, `${live.id}/${label}`)) {
-      journal.transitionBranch(live.id, label, ["pending"], "failed", {
-        status: "failed: capacity",
-        code: 125,
-        finishedMs: Date.now(),
-      });
-      await this.#publish(live, label, "failed: capacity", null);
-      b.settled.resolve();
-      return;
+      return endUnlaunched("failed", "failed: capacity");
     }
     b.slot = true;
     const attempt = `${live.id}-${label}-${newId().slice(0, 4)}`;

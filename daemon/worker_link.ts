@@ -9,23 +9,19 @@
  */
 
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
-import { parseWorkerEvent, type WorkerEvent, type WorkerRequest } from "../protocol/worker.ts";
+import {
+  type LaunchRequest,
+  parseWorkerEvent,
+  type WorkerEvent,
+  type WorkerRequest,
+} from "../protocol/worker.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { workerFlags } from "../worker/flags.ts";
 
-/** What a shell branch attempt runs with. */
-export interface LaunchSpec {
-  readonly attempt: string;
-  readonly script: string;
-  readonly cwd: string;
-  readonly env: Readonly<Record<string, string>>;
-  readonly stdin: string | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly outputLimit: number;
-  /** The branch's own socket, which the branch sees as `MARSH_SOCK`. */
-  readonly socket: string;
-}
+/** What a shell branch attempt runs with: the launch frame without its envelope. */
+export type LaunchSpec =
+  & Omit<LaunchRequest, "v" | "t" | "outputLimit" | "socket">
+  & Required<Pick<LaunchRequest, "outputLimit" | "socket">>;
 
 /** The events of one attempt. */
 export interface AttemptEvents {

@@ -98,9 +98,9 @@ function formatSplit(s: Manifest, indent: string): string[] {
     `${indent}${s.id}  ${s.state}  ${isoTime(s.created_unix_ms)}  ${where}${from}`,
   ];
   for (const b of s.branches) {
-    let line = `${indent}  ${b.label}  ${b.state}  ${b.placement}  ${
-      b.status ?? "-"
-    }  ${b.files} files`;
+    let line = `${indent}  ${b.label}  ${b.state}  ${b.placement}  ${b.status ?? "-"}  ${b.files} ${
+      b.files === 1 ? "file" : "files"
+    }`;
     if (b.job_id) line += `  job ${b.job_id}`;
     if (b.trust === "untrusted") line += "  untrusted";
     lines.push(line);

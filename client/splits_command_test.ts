@@ -34,7 +34,7 @@ const LISTING = [
   "  c  uncertain  shell-vm  -  0 files  job J7  untrusted",
   "  reason: branch b failed",
   "    S2  await  2025-01-02T03:05:00.000Z  /work/p  from S1:c",
-  "      x  captured  kit:codex  exited 0  1 files",
+  "      x  captured  kit:codex  exited 0  1 file",
   "",
 ].join("\n");
 

@@ -37,7 +37,7 @@ export async function* readFrames(
   max = MAX_FRAME_BYTES,
 ): AsyncGenerator<unknown> {
   const reader = stream.getReader();
-  let buf = new Uint8Array(0);
+  let buf: Uint8Array = new Uint8Array(0);
   try {
     for (;;) {
       while (buf.length >= 4) {
@@ -45,7 +45,8 @@ export async function* readFrames(
         if (len > max) throw new FrameError(`frame of ${len} bytes exceeds ${max}`);
         if (buf.length < 4 + len) break;
         const body = buf.subarray(4, 4 + len);
-        buf = buf.slice(4 + len);
+        // A view, not a copy: many small frames in one read stay linear.
+        buf = buf.subarray(4 + len);
         let value: unknown;
         try {
           value = JSON.parse(dec.decode(body));
@@ -61,10 +62,14 @@ export async function* readFrames(
         }
         return;
       }
-      const next = new Uint8Array(buf.length + value.length);
-      next.set(buf);
-      next.set(value, buf.length);
-      buf = next;
+      if (buf.length === 0) {
+        buf = value;
+      } else {
+        const next = new Uint8Array(buf.length + value.length);
+        next.set(buf);
+        next.set(value, buf.length);
+        buf = next;
+      }
     }
   } finally {
     reader.releaseLock();

@@ -22,6 +22,7 @@ import {
   O,
   RENAME_NOREPLACE,
   retryEintr,
+  S_IFCHR,
 } from "./ffi.ts";
 
 /** What an entry is, from `statx` or `d_type`. */
@@ -787,6 +788,42 @@ export class Dir implements Disposable {
       throw new FsError("openat", path, err);
     }
     return fd;
+  }
+
+  /**
+   * A path naming this open directory itself (`/proc/self/fd/N`): for calls
+   * that take paths only (mount options, xattrs), so nothing is re-resolved
+   * by name. Valid while this Dir is open.
+   */
+  get procPath(): string {
+    return `/proc/self/fd/${this.fd}`;
+  }
+
+  /** Creates an overlay whiteout (a 0/0 character device); any user may. */
+  mknodWhiteout(name: string): void {
+    checkName(name, this.path);
+    check(
+      libc().mknodat(this.fd, cstr(name), S_IFCHR | 0o000, 0n),
+      "mknodat",
+      join(this.path, name),
+    );
+  }
+
+  /**
+   * A child's extended attribute without following a symlink, or `null` when
+   * it has none by that name (or the file system keeps none).
+   */
+  xattrAt(name: string, key: string): Uint8Array | null {
+    checkName(name, this.path);
+    const path = cstr(`${this.procPath}/${name}`);
+    const buf = new Uint8Array(256);
+    const n = Number(libc().lgetxattr(path, cstr(key), buf, BigInt(buf.length)));
+    if (n === -1) {
+      const e = errno();
+      if (e === E.ENODATA || e === E.EOPNOTSUPP) return null;
+      throw new FsError("lgetxattr", join(this.path, name), e);
+    }
+    return buf.slice(0, n);
   }
 
   /** Sets the mode of this directory. */

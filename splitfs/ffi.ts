@@ -39,6 +39,10 @@ const SYMBOLS = {
   utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
   realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
+  mknodat: { parameters: ["i32", "buffer", "u32", "u64"], result: "i32" },
+  lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
+  mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
+  umount2: { parameters: ["buffer", "i32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   memcpy: { parameters: ["buffer", "pointer", "usize"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -94,7 +98,16 @@ export const E = {
   ENOTEMPTY: 39,
   ELOOP: 40,
   EOPNOTSUPP: 95,
+  EBUSY: 16,
+  ENODATA: 61,
+  ERANGE: 34,
 } as const;
+
+/** `umount2` flags. */
+export const UMOUNT = { DETACH: 2, NOFOLLOW: 8 } as const;
+
+/** `mknodat` mode of an overlay whiteout: a character device 0/0. */
+export const S_IFCHR = 0o020000;
 
 const ERRNO_NAMES: Record<number, string> = Object.fromEntries(
   Object.entries(E).map(([k, v]) => [v, k]),

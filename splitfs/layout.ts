@@ -11,6 +11,12 @@ export const MARSH_DIR = ".marsh";
 export const SPLIT_DIR = "split";
 /** Under `.marsh`: released splits wait here to be deleted. */
 export const TRASH_DIR = ".trash";
+/** Under `.marsh`: the layered snapshot store, one directory per sealed layer. */
+export const LAYERS_DIR = "layers";
+/** Under a split: per-fork overlay `upper/` and `work/` dirs (`.overlay/<label>/`). */
+export const OVERLAY_DIR = ".overlay";
+/** Under a split: the ids of the layers its base stacks, bottom first, one per line. */
+export const LAYERS_FILE = "layers";
 /** Under a split: the frozen snapshot. */
 export const BASE_DIR = "base";
 /** Under a split: per-fork Git admin directories. */
@@ -20,7 +26,7 @@ export const STORE_DIR = "store.git";
 /** Under a split: the results. */
 export const OUT_DIR = "out";
 
-const RESERVED = new Set([BASE_DIR, OUT_DIR, STORE_DIR]);
+const RESERVED = new Set([BASE_DIR, OUT_DIR, STORE_DIR, LAYERS_FILE]);
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 
 /** The reason a label is unusable, or `null` when it is fine. */

@@ -14,6 +14,8 @@ import { Command, CommanderError } from "commander";
 import type { BranchSpec } from "./protocol/daemon.ts";
 import { CliError, USAGE } from "./client/cli_error.ts";
 import { diffCommand } from "./client/diff_command.ts";
+import { registerEngineCommands } from "./client/engine_command.ts";
+import { gcCommand } from "./client/gc_command.ts";
 import type { CliIo, Signals } from "./client/io.ts";
 import { joinCommand } from "./client/join_command.ts";
 import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./client/split_command.ts";
@@ -150,9 +152,16 @@ function buildProgram(
       [] as BranchSpec[],
     )
     .option("-n, --no-stdin", "give the branches an empty stdin instead of reading it")
+    .option(
+      "--with-ignored",
+      "snapshot ignored files too (node_modules, .env, build caches); recorded in the manifest",
+    )
     .allowExcessArguments()
     .addHelpText("after", SPLIT_HELP)
-    .action(async (opts: { branch: BranchSpec[]; stdin: boolean }, cmd: Command) => {
+    .action(async (
+      opts: { branch: BranchSpec[]; stdin: boolean; withIgnored?: boolean },
+      cmd: Command,
+    ) => {
       const words = cmd.args;
       if (words.length > 0 && argvParts.length === 0) {
         throw new CliError(
@@ -163,7 +172,12 @@ function buildProgram(
       }
       setStatus(
         await splitCommand(
-          { branches: opts.branch, argvParts, noStdin: !opts.stdin },
+          {
+            branches: opts.branch,
+            argvParts,
+            noStdin: !opts.stdin,
+            withIgnored: opts.withIgnored === true,
+          },
           io,
           signals,
         ),
@@ -228,6 +242,22 @@ function buildProgram(
       setStatus(await statusCommand({ json: opts.json === true }, io));
     });
 
+  userErrors(program.command("gc"), "marsh gc")
+    .description(
+      "Delete this project's snapshot layers that no split and no snapshot chain needs.",
+    )
+    .option("--dry-run", "say what would be deleted and how many bytes, delete nothing")
+    .option("--json", 'print {"root","dry_run","removed":[ids],"bytes","kept"}')
+    .addHelpText(
+      "after",
+      "\nA layer a split (kept ones included), a mounted fork or a later layer uses is never\n" +
+        "deleted; `marsh splits rm ID` releases a split's layers.\n\n" +
+        "Examples:\n  marsh gc --dry-run\n  marsh gc\n",
+    )
+    .action(async (opts: { dryRun?: boolean; json?: boolean }) => {
+      setStatus(await gcCommand({ dryRun: opts.dryRun === true, json: opts.json === true }, io));
+    });
+
   const daemon = userErrors(program.command("daemon"), "marsh daemon")
     .description("Manage marshd, the daemon (other commands start it when none answers).");
   userErrors(daemon.command("start"), "marsh daemon start")
@@ -267,6 +297,7 @@ function buildProgram(
       }
     });
 
+  registerEngineCommands(program, { io, setStatus, userErrors });
   return program;
 }
 

@@ -37,6 +37,8 @@ export interface SplitOptions {
   readonly argvParts: readonly string[];
   /** `-n`: an empty spool whatever stdin is. */
   readonly noStdin: boolean;
+  /** `--with-ignored`: snapshot ignored files too (`node_modules`, `.env`, caches). */
+  readonly withIgnored?: boolean;
 }
 
 /**
@@ -107,6 +109,7 @@ export async function splitCommand(
     branches: opts.branches,
     env: io.env(),
     spool,
+    withIgnored: opts.withIgnored === true,
   });
   return await signals.trapInterrupts(() => run.interrupt(), () => run.wait());
 }

@@ -103,6 +103,7 @@ const STATUS: StatusReply = {
   t: "status",
   daemon: { pid: 4242, home: "/h", started_unix_ms: Date.UTC(2025, 0, 2) },
   splits: { active: 1, awaiting: 2, kept: 3 },
+  forks: { strategy: "overlay", reason: "the daemon may mount", policy: "auto" },
 };
 
 Deno.test({ name: "status and daemon status with a daemon", permissions }, async () => {
@@ -120,11 +121,15 @@ Deno.test({ name: "status and daemon status with a daemon", permissions }, async
   assert.equal(
     r.text,
     "daemon: running (pid 4242, since 2025-01-02T00:00:00.000Z)\ncontrol dir: /h\n" +
-      "splits: 1 active, 2 awaiting, 3 kept\n",
+      "splits: 1 active, 2 awaiting, 3 kept\nforks: overlay (the daemon may mount)\n",
   );
   r = await marsh(["status", "--json"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);
-  assert.deepEqual(JSON.parse(r.text), { daemon: STATUS.daemon, splits: STATUS.splits });
+  assert.deepEqual(JSON.parse(r.text), {
+    daemon: STATUS.daemon,
+    splits: STATUS.splits,
+    forks: STATUS.forks,
+  });
   r = await marsh(["daemon", "status"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(

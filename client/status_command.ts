@@ -63,12 +63,13 @@ export async function statusCommand(
     await print(io, `${JSON.stringify(rest)}\n`);
     return 0;
   }
-  const { daemon, splits } = reply;
+  const { daemon, splits, forks } = reply;
   await print(
     io,
     `daemon: running (pid ${daemon.pid}${since(daemon.started_unix_ms)})\n` +
       `control dir: ${daemon.home}\n` +
-      `splits: ${splits.active} active, ${splits.awaiting} awaiting, ${splits.kept} kept\n`,
+      `splits: ${splits.active} active, ${splits.awaiting} awaiting, ${splits.kept} kept\n` +
+      (forks ? `forks: ${forks.strategy} (${forks.reason})\n` : ""),
   );
   return 0;
 }

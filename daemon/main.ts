@@ -24,11 +24,12 @@ import {
   PID_NAME,
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
-import { SplitfsService } from "../splitfs/client.ts";
+import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
+import { SplitfsError, SplitfsService } from "../splitfs/client.ts";
 import { Log } from "./log.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
-import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
+import { RequestError, type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
 
 async function answers(path: string): Promise<boolean> {
@@ -38,6 +39,20 @@ async function answers(path: string): Promise<boolean> {
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Which fork strategy new splits will use here, for `marsh status` (a real tiny mount is tried). */
+async function probeForks(
+  splitfs: SplitfsService,
+  home: string,
+  policy: ForkPolicy,
+): Promise<{ strategy: string; reason: string; policy: string }> {
+  try {
+    const r = await splitfs.request<ProbedReply>({ v: 1, t: "probe", dir: home, forks: policy });
+    return { strategy: r.strategy, reason: r.reason, policy };
+  } catch (error) {
+    return { strategy: "copy", reason: `the probe failed: ${error}`, policy };
   }
 }
 
@@ -112,11 +127,23 @@ async function main(): Promise<number> {
     settings,
   });
   const startedMs = Date.now();
+  const forks = await probeForks(splitfs, home, settings.forks);
+  log.info(`forks: ${forks.strategy} (${forks.reason})`);
   server.attach(splits, {
     status: () => ({
       daemon: { pid: Deno.pid, home, started_unix_ms: startedMs },
       splits: journal.counts(),
+      forks,
     }),
+    gc: async (cwd, dryRun) => {
+      try {
+        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun });
+        return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };
+      } catch (error) {
+        if (error instanceof SplitfsError) throw new RequestError(2, error.message);
+        throw error;
+      }
+    },
     stop: () => stopped.resolve(0),
   });
   server.listenHost(socket);

@@ -46,6 +46,8 @@ export function manifestOf(s: SplitRecord, branches: readonly BranchRecord[]): M
     ...(s.git !== null ? { git: { head: s.git.head, objects: s.git.objects } } : {}),
     identity: s.identity ? [Number(s.identity[0]), Number(s.identity[1])] : [],
     timing_ms: s.timing,
+    ...(s.withIgnored ? { with_ignored: true as const } : {}),
+    ...(s.rootId !== null ? { root_id: s.rootId } : {}),
     ...(s.finishedMs !== null ? { finished_unix_ms: s.finishedMs } : {}),
     branches: branches.map(branchOf),
   };

@@ -13,7 +13,7 @@ import {
   BRANCH_SOCKETS_DIR,
   branchSocketPath,
 } from "../protocol/control_dir.ts";
-import type { ClientFrame } from "../protocol/daemon.ts";
+import type { ClientFrame, GcReply } from "../protocol/daemon.ts";
 import { type Authority, Conn } from "./conn.ts";
 import type { Log } from "./log.ts";
 import { type BranchSockets, RequestError, type Splits } from "./splits.ts";
@@ -23,7 +23,10 @@ export interface ServerHooks {
   status(): {
     daemon: { pid: number; home: string; started_unix_ms: number };
     splits: { active: number; awaiting: number; kept: number };
+    forks: { strategy: string; reason: string; policy: string };
   };
+  /** `marsh gc`: collects the unreferenced snapshot layers of the project at `cwd`. */
+  gc(cwd: string, dryRun: boolean): Promise<Omit<GcReply, "v" | "t">>;
   stop(): void;
 }
 
@@ -154,6 +157,12 @@ export class Server implements BranchSockets {
         return;
       case "status":
         await conn.send({ v: 1, t: "status", ...hooks.status() });
+        return;
+      case "gc":
+        if (conn.authority.kind !== "host") {
+          throw new RequestError(2, "only the host may collect snapshot layers");
+        }
+        await conn.send({ v: 1, t: "gc", ...await hooks.gc(frame.cwd, frame.dryRun) });
         return;
       case "daemon.stop":
         if (conn.authority.kind !== "host") {

@@ -19,6 +19,7 @@ import type {
   CapturedReply,
   CreatedReply,
   ForkedReply,
+  ForkPolicy,
   LocatedReply,
 } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
@@ -48,6 +49,8 @@ export interface Settings {
   readonly graceMs: number;
   /** Test-only: stop at this step and wait to be killed (`MARSH_TEST_PAUSE_AT`). */
   readonly pauseAt: string | null;
+  /** `auto`: overlay forks where this host allows them; `copy`: always copy (`MARSH_FORKS`). */
+  readonly forks: ForkPolicy;
 }
 
 /** Reads the settings from the environment. */
@@ -66,7 +69,14 @@ export function settingsFromEnv(get: (name: string) => string | undefined): Sett
     deadlineMs: ms("MARSH_SPLIT_DEADLINE_MS", 3_600_000),
     graceMs: ms("MARSH_CANCEL_GRACE_MS", 10_000),
     pauseAt: get("MARSH_TEST_PAUSE_AT") || null,
+    forks: forkPolicy(get("MARSH_FORKS")),
   };
+}
+
+function forkPolicy(v: string | undefined): ForkPolicy {
+  if (v === undefined || v === "" || v === "auto") return "auto";
+  if (v === "copy") return "copy";
+  throw new Error(`MARSH_FORKS must be "auto" or "copy": ${v}`);
 }
 
 /** Opens and closes branch sockets; each connection on one carries that branch's authority. */
@@ -290,7 +300,8 @@ export class Splits {
       createdMs: now,
       finishedMs: null,
       timing: {},
-      withIgnored: false,
+      withIgnored: req.withIgnored,
+      rootId: null,
     };
     journal.createSplit(split);
     journal.createCapability({
@@ -354,6 +365,8 @@ export class Splits {
           id,
           cwd: req.cwd,
           env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
+          withIgnored: req.withIgnored,
+          forks: this.#d.settings.forks,
         },
         undefined,
         (p) => {
@@ -383,6 +396,7 @@ export class Splits {
       identity: created.identity,
       git: created.git,
       timing: { ...live.timing },
+      rootId: created.snapshot.rootId,
     });
     await this.#pause("after-snapshot");
 

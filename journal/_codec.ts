@@ -126,6 +126,7 @@ export function splitFromRow(row: Row): SplitRecord {
     finishedMs: r.optInt("finished_ms"),
     timing: parseTiming(r),
     withIgnored: withIgnored === 1,
+    rootId: r.optText("root_id"),
   };
 }
 
@@ -323,6 +324,10 @@ export function splitPatchColumns(
   if (patch.timing !== undefined) {
     checkTiming(patch.timing);
     out.timing = JSON.stringify(patch.timing);
+  }
+  if (patch.rootId !== undefined) {
+    check(patch.rootId === null || /^[0-9a-f]{40}$/.test(patch.rootId), `"rootId" must be 40 hex`);
+    out.root_id = patch.rootId;
   }
   return out;
 }

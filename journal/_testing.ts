@@ -43,6 +43,7 @@ export function sampleSplit(id: string, over: Partial<SplitRecord> = {}): SplitR
     finishedMs: null,
     timing: {},
     withIgnored: false,
+    rootId: null,
     ...over,
   };
 }

@@ -113,6 +113,14 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX capabilities_live ON capabilities (state) WHERE state = 'live';
     `,
   },
+  {
+    version: 3,
+    name: "the Git tree id of a layered snapshot (issue 4)",
+    sql: `
+      ALTER TABLE splits ADD COLUMN root_id TEXT
+        CHECK (root_id IS NULL OR (length(root_id) = 40 AND root_id NOT GLOB '*[^0-9a-f]*'));
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

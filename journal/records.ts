@@ -106,8 +106,10 @@ export interface SplitRecord {
   readonly finishedMs: number | null;
   /** `timing_ms`: `snapshot`, `forks`, `run`, `capture:<label>`, `consumer`. */
   readonly timing: Readonly<Record<string, number>>;
-  /** Always false in v1 (no `--with-ignored`). */
+  /** `--with-ignored`: the snapshot admitted ignored files too. */
   readonly withIgnored: boolean;
+  /** The Git tree id of a layered snapshot (issue 4); null for a copied base or before the snapshot. */
+  readonly rootId: string | null;
 }
 
 /** One branch of a split. */
@@ -165,6 +167,7 @@ export const SPLIT_MUTABLE = [
   "git",
   "finishedMs",
   "timing",
+  "rootId",
 ] as const;
 /** A change to a split's mutable fields; absent (or undefined) fields stay as they are. */
 export type SplitPatch = Partial<Pick<SplitRecord, typeof SPLIT_MUTABLE[number]>>;

@@ -35,6 +35,8 @@ export interface SplitCreateRequest {
   readonly branches: readonly BranchSpec[];
   readonly env: Readonly<Record<string, string>>;
   readonly spool: boolean;
+  /** Snapshot ignored files too (`--with-ignored`). */
+  readonly withIgnored: boolean;
 }
 
 /** A piece of the spool (base64). */
@@ -95,6 +97,14 @@ export interface SimpleRequest {
   readonly t: "status" | "daemon.stop";
 }
 
+/** `marsh gc [--dry-run]`: collect the project's unreferenced snapshot layers. */
+export interface GcRequest {
+  readonly v: 1;
+  readonly t: "gc";
+  readonly cwd: string;
+  readonly dryRun: boolean;
+}
+
 /** Every frame a caller sends. */
 export type ClientFrame =
   | SplitCreateRequest
@@ -105,7 +115,8 @@ export type ClientFrame =
   | ReleaseFrame
   | SplitsListRequest
   | SplitsActionRequest
-  | SimpleRequest;
+  | SimpleRequest
+  | GcRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -179,6 +190,19 @@ export interface StatusReply {
     readonly started_unix_ms: number;
   };
   readonly splits: { readonly active: number; readonly awaiting: number; readonly kept: number };
+  /** The fork strategy new splits will use, why, and the `MARSH_FORKS` policy. */
+  readonly forks: { readonly strategy: string; readonly reason: string; readonly policy: string };
+}
+
+/** What `marsh gc` removed (or would, with `dry_run`). */
+export interface GcReply {
+  readonly v: 1;
+  readonly t: "gc";
+  readonly root: string;
+  readonly dry_run: boolean;
+  readonly removed: readonly string[];
+  readonly bytes: number;
+  readonly kept: number;
 }
 
 /** A request that finished with nothing more to say. */
@@ -207,6 +231,7 @@ export type DaemonFrame =
   | ReleasedReply
   | SplitsReply
   | StatusReply
+  | GcReply
   | OkReply
   | ErrorReply;
 
@@ -287,6 +312,7 @@ export function parseClientFrame(x: unknown): ClientFrame {
         branches: x.branches.map(branchSpec),
         env: env(x.env),
         spool: bool(x, "spool"),
+        withIgnored: x.withIgnored === undefined ? false : bool(x, "withIgnored"),
       };
     }
     case "spool":
@@ -320,6 +346,8 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "status":
     case "daemon.stop":
       return { v: 1, t: x.t };
+    case "gc":
+      return { v: 1, t: "gc", cwd: str(x, "cwd", 4096), dryRun: bool(x, "dryRun") };
   }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
@@ -342,6 +370,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "join.released",
     "splits",
     "status",
+    "gc",
     "ok",
     "error",
   ];

@@ -61,6 +61,10 @@ export interface Manifest {
   readonly git?: { readonly head: string | null; readonly objects: readonly string[] };
   readonly identity: readonly [number, number] | readonly [];
   readonly timing_ms: Readonly<Record<string, number>>;
+  /** Present (true) only for a `--with-ignored` snapshot. */
+  readonly with_ignored?: true;
+  /** The Git tree id of the snapshot, for a layered snapshot. */
+  readonly root_id?: string;
   readonly finished_unix_ms?: number;
   readonly branches: readonly ManifestBranch[];
 }

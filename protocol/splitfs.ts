@@ -52,6 +52,37 @@ export interface CreateRequest {
   readonly cwd: string;
   /** Locates the caller's global Git excludes. */
   readonly env: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string };
+  /** Snapshot ignored files too (`--with-ignored`). */
+  readonly withIgnored: boolean;
+  /** `auto` picks the cheapest fork strategy this host allows; `copy` forces copy forks. */
+  readonly forks: ForkPolicy;
+}
+
+/** Which fork strategies a split may use (the `MARSH_FORKS` setting). */
+export type ForkPolicy = "auto" | "copy";
+
+/**
+ * Which fork strategy new splits under `dir` would use here, and why: a real
+ * tiny mount is tried in a scratch dir. Answered with `probed`.
+ */
+export interface ProbeRequest {
+  readonly v: 1;
+  readonly t: "probe";
+  /** An existing directory, absolute (the project's `.marsh` or the control dir). */
+  readonly dir: string;
+  readonly forks: ForkPolicy;
+}
+
+/**
+ * Delete the project's snapshot layers that no split on disk and no chain
+ * head needs (`marsh gc`). Answered with `collected`.
+ */
+export interface GcRequest {
+  readonly v: 1;
+  readonly t: "gc";
+  /** The caller's cwd, absolute: the project is located from it. */
+  readonly cwd: string;
+  readonly dryRun: boolean;
 }
 
 /** Fork a created split for one branch. `progress` replies may come before `forked`. */
@@ -173,7 +204,9 @@ export type SplitfsRequest =
   | PublishRequest
   | ManifestRequest
   | RenderRequest
-  | ReopenRequest;
+  | ReopenRequest
+  | ProbeRequest
+  | GcRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -226,7 +259,36 @@ export interface CreatedReply {
     readonly bytes: number;
     readonly ms: number;
     readonly strategy: string;
+    /** The Git tree id of the snapshot (layered snapshots only). */
+    readonly rootId: string | null;
+    /** Layers the base stacks; 0 for a copied base. */
+    readonly layers: number;
+    /** Files written for this snapshot (all of them for a copied base). */
+    readonly copied: number;
   };
+  /** The fork strategy this split's forks will use, and why. */
+  readonly forks: { readonly strategy: string; readonly reason: string };
+  readonly withIgnored: boolean;
+}
+
+/** The answer to `probe`. */
+export interface ProbedReply {
+  readonly v: 1;
+  readonly t: "probed";
+  readonly strategy: string;
+  readonly reason: string;
+}
+
+/** The answer to `gc`. */
+export interface CollectedReply {
+  readonly v: 1;
+  readonly t: "collected";
+  readonly root: string;
+  /** Layer ids deleted (or that would be, with `dryRun`). */
+  readonly removed: readonly string[];
+  readonly bytes: number;
+  /** Layers kept because a split or a chain head needs them. */
+  readonly kept: number;
 }
 
 /** A fork was made. */
@@ -278,6 +340,8 @@ export type SplitfsReply =
   | CreatedReply
   | ForkedReply
   | CapturedReply
+  | ProbedReply
+  | CollectedReply
   | OkReply
   | ErrorReply;
 
@@ -322,6 +386,13 @@ function bool(x: Record<string, unknown>, key: string): boolean {
     throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be a boolean`);
   }
   return v;
+}
+
+function forkPolicy(x: Record<string, unknown>): ForkPolicy {
+  if (x.forks !== "auto" && x.forks !== "copy") {
+    throw new ProtocolError(`malformed ${String(x.t)} frame: forks must be "auto" or "copy"`);
+  }
+  return x.forks;
 }
 
 const DECIMAL = /^(0|[1-9][0-9]{0,19})$/;
@@ -382,8 +453,20 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         HOME: optStr(x.env, "HOME"),
         XDG_CONFIG_HOME: optStr(x.env, "XDG_CONFIG_HOME"),
       };
-      return { v: 1, t: "create", id: str(x, "id"), cwd: absPath(x, "cwd"), env };
+      return {
+        v: 1,
+        t: "create",
+        id: str(x, "id"),
+        cwd: absPath(x, "cwd"),
+        env,
+        withIgnored: bool(x, "withIgnored"),
+        forks: forkPolicy(x),
+      };
     }
+    case "probe":
+      return { v: 1, t: "probe", dir: absPath(x, "dir"), forks: forkPolicy(x) };
+    case "gc":
+      return { v: 1, t: "gc", cwd: absPath(x, "cwd"), dryRun: bool(x, "dryRun") };
     case "publish":
       return {
         v: 1,
@@ -469,6 +552,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
     case "created": {
       const snap = x.snapshot;
       if (!isObject(snap)) throw new ProtocolError("malformed created reply: snapshot");
+      if (!isObject(x.forks)) throw new ProtocolError("malformed created reply: forks");
       let git: CreatedReply["git"] = null;
       if (x.git !== null) {
         if (!isObject(x.git) || !Array.isArray(x.git.objects)) {
@@ -490,7 +574,28 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
           bytes: num(snap, "bytes"),
           ms: num(snap, "ms"),
           strategy: str(snap, "strategy"),
+          rootId: snap.rootId === null ? null : str(snap, "rootId"),
+          layers: num(snap, "layers"),
+          copied: num(snap, "copied"),
         },
+        forks: { strategy: str(x.forks, "strategy"), reason: str(x.forks, "reason") },
+        withIgnored: bool(x, "withIgnored"),
+      };
+    }
+    case "probed":
+      return { v: 1, t: "probed", strategy: str(x, "strategy"), reason: str(x, "reason") };
+    case "collected": {
+      const removed = x.removed;
+      if (!Array.isArray(removed) || !removed.every((r) => typeof r === "string")) {
+        throw new ProtocolError("malformed collected reply: removed");
+      }
+      return {
+        v: 1,
+        t: "collected",
+        root: str(x, "root"),
+        removed,
+        bytes: num(x, "bytes"),
+        kept: num(x, "kept"),
       };
     }
     case "forked":

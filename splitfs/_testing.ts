@@ -23,6 +23,36 @@ export interface Sandbox extends Disposable {
   readonly outside: string;
 }
 
+/**
+ * Unmounts every mount at or below `top`, deepest first (overlay forks and
+ * bases a test left mounted: a kept split keeps its mounts). Reads
+ * mountinfo through `awk`, since Deno reads /proc only with `-A`. Test
+ * paths hold no spaces, so mountinfo's octal escapes do not arise.
+ */
+export function unmountBelow(top: string): void {
+  for (const p of mountsBelow(top)) {
+    if (Deno.permissions.querySync({ name: "run", command: "umount" }).state !== "granted") {
+      throw new Error(`${p} is mounted and this test may not run umount`);
+    }
+    const r = new Deno.Command("umount", { args: [p], stderr: "null" }).outputSync();
+    if (!r.success) new Deno.Command("umount", { args: ["-l", p], stderr: "null" }).outputSync();
+  }
+}
+
+/** The mount points at or below `top`, deepest first. */
+export function mountsBelow(top: string): string[] {
+  // Tests run without run access make no mounts (their engine takes copy forks).
+  if (Deno.permissions.querySync({ name: "run", command: "awk" }).state !== "granted") return [];
+  const out = new Deno.Command("awk", {
+    args: ["{print $5}", "/proc/self/mountinfo"],
+    stdout: "piped",
+    stderr: "inherit",
+  }).outputSync();
+  return dec.decode(out.stdout).split("\n")
+    .filter((p) => p === top || p.startsWith(`${top}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
 /** Makes a sandbox. Needs read and write access to the temp dir. */
 export function sandbox(prefix = "marsh-engine-test-"): Sandbox {
   const top = Deno.realPathSync(Deno.makeTempDirSync({ prefix }));
@@ -33,6 +63,7 @@ export function sandbox(prefix = "marsh-engine-test-"): Sandbox {
     home: `${top}/home`,
     outside: `${top}/outside`,
     [Symbol.dispose]() {
+      unmountBelow(top);
       makeWritable(top);
       Deno.removeSync(top, { recursive: true });
     },

@@ -27,6 +27,15 @@ export const MAX_FILE_BYTES = 32 * 1024 * 1024;
 /** Spec 000 §13: 256 MiB of changed bytes per capture. */
 export const MAX_CHANGED_BYTES = 256 * 1024 * 1024;
 
+/**
+ * Which names of one directory of the new tree can differ from the old tree:
+ * a map from each such name to the candidates below it (`null` for an entry
+ * that is not a directory), or `"all"` to compare the whole directory. An
+ * overlay fork answers with its upper layer: a name absent from it is the
+ * old tree's by construction.
+ */
+export type CandidateDir = "all" | ReadonlyMap<string, CandidateDir | null>;
+
 /** How to compare two trees. */
 export interface CompareOptions {
   readonly old: Dir;
@@ -45,6 +54,13 @@ export interface CompareOptions {
   readonly nestedGit: "skip" | "reject";
   /** Rules for paths only the new tree has, or `null` to admit them all. */
   readonly newIgnore: IgnoreScope | null;
+  /**
+   * Restricts the comparison to these names (the root's), recursing into a
+   * directory both sides have only with its own candidates. Both sides are
+   * still read through `old` and `new`, so every other rule applies
+   * unchanged. Absent: `"all"`.
+   */
+  readonly candidates?: CandidateDir;
   readonly maxFileBytes?: number;
   readonly maxChangedBytes?: number;
 }
@@ -87,7 +103,7 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
   };
   const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(opts.new, "")) : null;
   using old = opts.oldIndex ? OldTree.indexed(opts.old, opts.oldIndex) : OldTree.live(opts.old);
-  yield* compareDir(ctx, old, opts.new, "", scope);
+  yield* compareDir(ctx, old, opts.new, "", scope, opts.candidates ?? "all");
 }
 
 interface Ctx {
@@ -105,10 +121,15 @@ function* compareDir(
   newDir: Dir,
   rel: string,
   scope: IgnoreScope | null,
+  candidates: CandidateDir,
 ): Generator<FileChange> {
   const names = new Set<string>();
-  for (const name of oldDir.names()) names.add(name);
-  for (const e of newDir.entries()) names.add(e.name);
+  if (candidates === "all") {
+    for (const name of oldDir.names()) names.add(name);
+    for (const e of newDir.entries()) names.add(e.name);
+  } else {
+    for (const name of candidates.keys()) names.add(name);
+  }
   for (const name of [...names].sort(compareNames)) {
     const path = rel === "" ? name : `${rel}/${name}`;
     if (isGitName(name)) {
@@ -139,7 +160,9 @@ function* compareDir(
       using od = oldDir.child(name);
       using nd = newDir.openDir(name);
       const childScope = scope ? scope.enter(path, newGitignore(nd, path)) : null;
-      yield* compareDir(ctx, od, nd, path, childScope);
+      // A name listed without a subtree (not a directory where it was listed) is compared whole.
+      const below = candidates === "all" ? "all" : candidates.get(name) ?? "all";
+      yield* compareDir(ctx, od, nd, path, childScope, below);
       continue;
     }
     if (ok === "dir" || nk === "dir") {

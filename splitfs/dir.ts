@@ -799,6 +799,11 @@ export class Dir implements Disposable {
     return `/proc/self/fd/${this.fd}`;
   }
 
+  /** Flushes the whole file system this directory is on (`syncfs`): one call instead of an fsync per file. */
+  syncFs(): void {
+    check(libc().syncfs(this.fd), "syncfs", this.path);
+  }
+
   /** Creates an overlay whiteout (a 0/0 character device); any user may. */
   mknodWhiteout(name: string): void {
     checkName(name, this.path);

@@ -43,6 +43,7 @@ const SYMBOLS = {
   lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
   mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
   umount2: { parameters: ["buffer", "i32"], result: "i32" },
+  syncfs: { parameters: ["i32"], result: "i32" },
   __errno_location: { parameters: [], result: "pointer" },
   memcpy: { parameters: ["buffer", "pointer", "usize"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -99,6 +100,7 @@ export const E = {
   ELOOP: 40,
   EOPNOTSUPP: 95,
   EBUSY: 16,
+  ENODEV: 19,
   ENODATA: 61,
   ERANGE: 34,
 } as const;

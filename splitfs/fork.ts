@@ -1,25 +1,28 @@
 /**
  * Forks: a private copy of a split's frozen base per branch (spec 000 §8),
- * behind one interface so that an overlay strategy (O(1) fork, capture from
- * the upper layer) replaces the copy without touching callers.
+ * behind one interface: the copy strategies here, and overlay mounts
+ * (`overlay.ts`: O(1) fork, capture from the upper layer).
  *
  * Needs `--allow-ffi=<libc path>`.
  *
  * @module
  */
 
+import type { CandidateDir } from "./compare.ts";
 import type { CopyStrategy, Dir } from "./dir.ts";
+import type { MountRecord, OverlayMode } from "./overlay.ts";
 
 /** How a fork was made, recorded per branch in the manifest. */
-export type ForkStrategyName = "reflink" | "copy_file_range" | "copy";
+export type ForkStrategyName = "reflink" | "copy_file_range" | "copy" | OverlayMode;
 
 /**
  * Which paths capture must look at. A copy fork cannot tell, so it answers
- * "everything"; an overlay fork answers with its upper layer's entries.
+ * "everything"; an overlay fork answers with the tree of its upper layer's
+ * entries, for `CompareOptions.candidates`.
  */
 export type ChangeCandidates =
   | { readonly kind: "all" }
-  | { readonly kind: "paths"; readonly paths: readonly string[] };
+  | { readonly kind: "tree"; readonly tree: CandidateDir };
 
 /** A fork that exists on disk. */
 export interface Fork {
@@ -34,7 +37,15 @@ export interface Fork {
    * ctime is at or after it was touched by the branch (a branch cannot set ctime).
    */
   readonly readyNs: bigint;
+  /** An overlay fork's mount, as the journal records it; absent for a copy. */
+  readonly mount?: MountRecord;
+  /** Reads what capture must compare now (an overlay fork walks its upper layer). */
   candidates(): ChangeCandidates;
+  /**
+   * Closes `dir` and whatever else the fork holds (an overlay fork's upper
+   * dir). Unmounting an overlay fork needs this first. A second call does nothing.
+   */
+  close(): void;
 }
 
 /** Files and bytes copied so far, reported while a tree is copied. */
@@ -77,6 +88,7 @@ export class CopyForkStrategy implements ForkStrategy {
         dir,
         identity: [st.dev, st.ino],
         candidates: () => ({ kind: "all" }),
+        close: () => dir.close(),
       };
     } catch (error) {
       dir.close();

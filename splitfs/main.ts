@@ -25,7 +25,7 @@ import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } fr
 import { FsError } from "./ffi.ts";
 import { GitMetadataError } from "./git_source.ts";
 import { locateProject } from "./project_root.ts";
-import { SplitWorkspace } from "./workspace.ts";
+import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
 
 const CHUNK = 256 * 1024;
 const DEFAULT_PROGRESS_MS = 250;
@@ -112,7 +112,10 @@ function handle(req: SplitfsRequest, progressMs: number): void {
         id: req.id,
         env: req.env,
         progress: progressSender(progressMs),
+        withIgnored: req.withIgnored,
+        forks: req.forks,
       });
+      const fork = ws.forkChoice;
       splits.set(req.id, ws);
       send({
         v: 1,
@@ -127,7 +130,12 @@ function handle(req: SplitfsRequest, progressMs: number): void {
           bytes: ws.snapshot.bytes,
           ms: Math.round(ws.timing.snapshotMs),
           strategy: ws.snapshot.strategy,
+          rootId: ws.layers?.rootId ?? null,
+          layers: ws.layers?.layers.length ?? 0,
+          copied: ws.layers?.copied ?? ws.snapshot.files,
         },
+        forks: fork,
+        withIgnored: req.withIgnored,
       });
       return;
     }
@@ -185,6 +193,18 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       const changed = workspace(req.id).render(req.branches, req.terminal, (b) => out.push(b));
       out.flush();
       send({ v: 1, t: "done", changed });
+      return;
+    }
+    case "probe": {
+      const choice = req.forks === "copy"
+        ? { strategy: "copy", reason: "copy forks were asked for (MARSH_FORKS=copy)" }
+        : probeForks(req.dir);
+      send({ v: 1, t: "probed", ...choice });
+      return;
+    }
+    case "gc": {
+      const r = collectLayers(locateProject(req.cwd).root, req.dryRun);
+      send({ v: 1, t: "collected", ...r });
       return;
     }
     case "reopen": {

@@ -36,14 +36,30 @@ import {
   ADMIN_DIR,
   BASE_DIR,
   labelProblem,
+  LAYERS_DIR,
+  LAYERS_FILE,
   MARSH_DIR,
   OUT_DIR,
+  OVERLAY_DIR,
   SPLIT_DIR,
   splitIdProblem,
   STORE_DIR,
   TRASH_DIR,
 } from "./layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
+import type { ForkPolicy } from "../protocol/splitfs.ts";
+import { DATA as LAYER_DATA, ignoreKeyOf, LayerStore, SEALED as LAYER_SEAL } from "./layers.ts";
+import { readMounts } from "./mountinfo.ts";
+import {
+  mountReadOnly,
+  OverlayForkStrategy,
+  type OverlayMode,
+  probeOverlay,
+  removeOverlayFork,
+  unmount,
+  unmountPath,
+  UPPER_DIR,
+} from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
 import type { StatIndex } from "./old_tree.ts";
 
@@ -59,6 +75,13 @@ export interface CreateOptions {
   readonly env?: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string };
   readonly copyStrategy?: CopyStrategy;
   readonly progress?: Progress;
+  /** Snapshot ignored files too (`--with-ignored`). */
+  readonly withIgnored?: boolean;
+  /**
+   * `auto`: a layered snapshot and overlay forks where this host can mount
+   * them, else copies; `copy` (the default here): a copied base and copy forks.
+   */
+  readonly forks?: ForkPolicy;
 }
 
 /** How to reopen a split after a daemon restart (spec 000 §6). */
@@ -107,11 +130,30 @@ interface HeldFork {
   readonly identity: Identity;
   /** The fork as made in this process; `null` after a reopen (untrusted, never captured). */
   readonly made: Fork | null;
+  /** An overlay fork's upper dir identity; `null` for a copy fork or after a reopen. */
+  readonly upper?: Identity | null;
+}
+
+/** A layered base: the layers it stacks and its read-only mount. */
+interface Layered {
+  readonly mode: OverlayMode;
+  readonly layers: readonly string[];
+  /** `(dev, ino)` of each layer's data dir as opened, bottom first: re-checked before capture. */
+  readonly identities: readonly Identity[];
+  readonly rootId: string;
+  /** Files written into a new layer by this snapshot. */
+  readonly copied: number;
+  readonly reason: string;
 }
 
 /** What only a split created in this process holds: what forking and capture need. */
 interface Engine {
+  /** The base: a copied tree, or the read-only overlay mount of the layers. */
   readonly base: Dir;
+  /** `null` for a copied base. */
+  readonly layered: Layered | null;
+  /** Why the fork strategy is what it is (for the created reply and `marsh status`). */
+  readonly forkReason: string;
   readonly admins: Dir;
   readonly store: ObjectStore;
   readonly git: GitSource | null;
@@ -210,19 +252,68 @@ export class SplitWorkspace implements Disposable {
       const ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
       const sharedIndexes = git?.index ? readSharedIndexes(rootDir) : new Map();
       dir.mkdir(BASE_DIR, 0o755);
-      const base = dir.openDir(BASE_DIR);
-      opened.push(base);
       const t0 = performance.now();
-      const baseIndex: StatIndex = new Map();
-      const snapshot = takeSnapshot({
-        index: baseIndex,
-        source: rootDir,
-        dest: base,
-        ignore: ignore ? ignoreRulesOf(ignore) : null,
-        skipTop: new Set([MARSH_DIR]),
-        strategy: opts.copyStrategy,
-        progress: opts.progress,
-      });
+      const rules = ignore && !opts.withIgnored ? ignoreRulesOf(ignore) : null;
+      const choice = opts.forks === "auto"
+        ? chooseForks(marsh)
+        : { mode: null, reason: "copy forks were asked for (MARSH_FORKS=copy)" };
+      let base: Dir;
+      let baseIndex: StatIndex;
+      let snapshot: SnapshotStats;
+      let layered: Layered | null = null;
+      let strategy: ForkStrategy;
+      if (choice.mode !== null) {
+        const store = LayerStore.open(marsh);
+        const snap = store.snapshot({
+          source: rootDir,
+          ignore: rules,
+          skipTop: new Set([MARSH_DIR]),
+          chain: opts.withIgnored ? "with-ignored" : "tracked",
+          ignoreKey: ignoreKeyOf(opts.withIgnored ? null : ignore),
+          progress: opts.progress,
+        });
+        // Recorded before anything is mounted: the collector keeps what a split dir names.
+        dir.writeNewFile(LAYERS_FILE, enc.encode(`${snap.layers.join("\n")}\n`), 0o644);
+        const lowers = [...snap.layers].reverse().map((id) => store.openData(id));
+        opened.push(...lowers);
+        if (lowers.length < 2) {
+          const empty = store.emptyLayer();
+          opened.push(empty);
+          lowers.push(empty);
+        }
+        {
+          using target = dir.openDir(BASE_DIR);
+          mountReadOnly(choice.mode, lowers, target);
+        }
+        base = dir.openDir(BASE_DIR);
+        baseIndex = snap.index;
+        snapshot = snap.stats;
+        layered = {
+          mode: choice.mode,
+          layers: snap.layers,
+          identities: lowers.slice(0, snap.layers.length).reverse().map((d) =>
+            identityOf(d.stat())
+          ),
+          rootId: snap.rootId,
+          copied: snap.stats.copied,
+          reason: choice.reason,
+        };
+        strategy = new OverlayForkStrategy(choice.mode, lowers.slice(0, snap.layers.length));
+      } else {
+        base = dir.openDir(BASE_DIR);
+        baseIndex = new Map();
+        snapshot = takeSnapshot({
+          index: baseIndex,
+          source: rootDir,
+          dest: base,
+          ignore: rules,
+          skipTop: new Set([MARSH_DIR]),
+          strategy: opts.copyStrategy,
+          progress: opts.progress,
+        });
+        strategy = new CopyForkStrategy(opts.copyStrategy);
+      }
+      opened.push(base);
       const snapshotMs = performance.now() - t0;
       const store = ObjectStore.create(dir, STORE_DIR);
       opened.push(store);
@@ -242,6 +333,8 @@ export class SplitWorkspace implements Disposable {
         out,
         engine: {
           base,
+          layered,
+          forkReason: choice.reason,
           admins,
           store,
           git,
@@ -249,13 +342,26 @@ export class SplitWorkspace implements Disposable {
           ignore,
           snapshot,
           snapshotMs,
-          strategy: new CopyForkStrategy(opts.copyStrategy),
+          strategy,
           baseIndex,
         },
       });
     } catch (error) {
-      if (splits && created) removePartial(splits, opts.id, error);
+      // Our own descriptors first: a mount we hold open cannot be unmounted.
       for (const d of opened.reverse()) d[Symbol.dispose]();
+      if (created) {
+        const dirPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${opts.id}`;
+        try {
+          unmountBelow(dirPath);
+        } catch (cause) {
+          throw new SnapshotError(`${error}; the partial split ${opts.id} is still mounted`, {
+            cause,
+          });
+        }
+        using marsh = Dir.openAbsolute(`${root}/${MARSH_DIR}`);
+        using splitsAgain = marsh.openDir(SPLIT_DIR);
+        removePartial(splitsAgain, opts.id, error);
+      }
       throw error;
     }
   }
@@ -369,6 +475,17 @@ export class SplitWorkspace implements Disposable {
     return this.#made("reading its snapshot").snapshot;
   }
 
+  /** The fork strategy this split's forks use, and why. Only for a split created in this process. */
+  get forkChoice(): { readonly strategy: string; readonly reason: string } {
+    const e = this.#made("reading its fork strategy");
+    return { strategy: e.layered?.mode ?? "copy", reason: e.forkReason };
+  }
+
+  /** The layered base, or `null` for a copied one. Only for a split created in this process. */
+  get layers(): Layered | null {
+    return this.#made("reading its layers").layered;
+  }
+
   /** How long the snapshot took. Only for a split created in this process. */
   get timing(): { readonly snapshotMs: number } {
     return { snapshotMs: this.#made("reading its timing").snapshotMs };
@@ -418,14 +535,17 @@ export class SplitWorkspace implements Disposable {
       // the file system's own clock, the clock that stamps the branch's writes.
       out.openDir(label).close();
       const readyNs = out.statAt(label)!.ctimeNs;
+      const upper = made.mount ? this.#overlayUpperIdentity(label) : null;
       this.#forks.set(label, {
         label,
         dir: made.dir,
         identity: made.identity,
         made: { ...made, readyNs },
+        upper,
       });
     } catch (error) {
-      made.dir.close();
+      made.close();
+      if (made.mount) removeOverlayFork(this.#dir, label, made.mount);
       throw error;
     }
     return {
@@ -440,9 +560,70 @@ export class SplitWorkspace implements Disposable {
     if (!sameIdentity(this.identity, this.#splits.statAt(this.id))) {
       throw new WorkspaceReplacedError(`${this.dirPath} is gone or replaced`);
     }
+    // A mounted fork keeps the split dir itself from being deleted by name;
+    // out/ beside it can still go, and the held descriptor would read a ghost.
+    if (
+      this.#out !== null && !sameIdentity(identityOf(this.#out.stat()), this.#dir.statAt(OUT_DIR))
+    ) {
+      throw new WorkspaceReplacedError(`${this.dirPath}/${OUT_DIR} is gone or replaced`);
+    }
+  }
+
+  #overlayUpperIdentity(label: string): Identity | null {
+    try {
+      using upper = this.#dir.openPath(`${OVERLAY_DIR}/${label}/${UPPER_DIR}`);
+      return identityOf(upper.stat());
+    } catch (error) {
+      if (isGone(error)) return null;
+      throw error;
+    }
+  }
+
+  /**
+   * The layers under a layered base: each still sealed, its data dir the one
+   * opened at snapshot. A `git clean -xfd` deletes their files through the
+   * names, and the base and every fork would silently change with them.
+   */
+  #checkLayers(engine: Engine): void {
+    const l = engine.layered;
+    if (l === null) return;
+    const replaced = (id: string, cause?: unknown) =>
+      new WorkspaceReplacedError(
+        `${this.root}/${MARSH_DIR}/${LAYERS_DIR}/${id} is gone or replaced`,
+        {
+          cause,
+        },
+      );
+    for (const [i, id] of l.layers.entries()) {
+      try {
+        using layer = this.#marsh.openPath(`${LAYERS_DIR}/${id}`);
+        if (layer.statAt(LAYER_SEAL)?.kind !== "file") throw replaced(id);
+        if (!sameIdentity(l.identities[i]!, layer.statAt(LAYER_DATA))) throw replaced(id);
+      } catch (error) {
+        if (isGone(error)) throw replaced(id, error);
+        throw error;
+      }
+    }
   }
 
   #checkFork(f: HeldFork): void {
+    if (f.made?.mount) {
+      // The upper layer is the branch's work: deleted by name, capture would see nothing.
+      const upper = this.#overlayUpperIdentity(f.label);
+      if (
+        !f.upper || upper === null || f.upper[0] !== upper[0] || f.upper[1] !== upper[1]
+      ) {
+        throw new WorkspaceReplacedError(
+          `${this.dirPath}/${OVERLAY_DIR}/${f.label} is gone or replaced`,
+        );
+      }
+      // A branch may `umount -l` its fork: the name then shows the bare mount
+      // point, while the held descriptor still reads the overlay capture needs.
+      if (!sameIdentity(f.identity, f.dir.stat())) {
+        throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
+      }
+      return;
+    }
     if (!sameIdentity(f.identity, this.#dir.statAt(f.label))) {
       throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
     }
@@ -472,6 +653,7 @@ export class SplitWorkspace implements Disposable {
     const f = held.made!;
     this.#checkSplit();
     this.#checkFork(held);
+    this.#checkLayers(engine);
     try {
       if (engine.git) verifyAdmin(engine.admins, label, f.dir, this.#adminSpec(engine, label));
       // Without Git in the project any .git at the fork root is the branch's
@@ -480,10 +662,11 @@ export class SplitWorkspace implements Disposable {
         throw new RejectedError(`nested .git at ${GIT_NAME}`);
       }
       using out = this.#openOut(label);
+      // An overlay fork names what its branch touched: only those paths are compared.
       const candidates = f.candidates();
-      if (candidates.kind !== "all") throw new Error("only whole-tree capture is implemented");
       return captureToDir(
         {
+          candidates: candidates.kind === "tree" ? candidates.tree : undefined,
           old: engine.base,
           oldIndex: engine.baseIndex,
           new: f.dir,
@@ -671,17 +854,32 @@ export class SplitWorkspace implements Disposable {
     return renderBranches(this.#outDir(), branches, terminal, emit);
   }
 
-  /** Removes a rejected fork's tree and admin dir (its out/ stays for the status). */
+  /**
+   * Removes a rejected fork's tree and admin dir (its out/ stays for the
+   * status). An overlay fork is unmounted (and the unmount verified) before
+   * anything is deleted.
+   *
+   * @throws {MountBusyError} when the fork cannot be unmounted; nothing is deleted
+   */
   removeFork(label: string): void {
     const engine = this.#made("removing one fork");
     const f = this.#fork(label);
     this.#checkSplit();
     this.#checkFork(f);
-    f.dir.clear();
-    this.#dir.rmdir(label);
+    if (f.made?.mount) {
+      f.made.close();
+      this.#forks.delete(label);
+      unmount(this.#dir, label, f.made.mount);
+      this.#dir.rmdir(label);
+      using overlays = this.#dir.openDir(OVERLAY_DIR);
+      overlays.removeTree(label);
+    } else {
+      f.dir.clear();
+      this.#dir.rmdir(label);
+      f.dir.close();
+      this.#forks.delete(label);
+    }
     engine.admins.removeTree(label);
-    f.dir.close();
-    this.#forks.delete(label);
   }
 
   /**
@@ -695,6 +893,12 @@ export class SplitWorkspace implements Disposable {
   remove(): void {
     this.#checkSplit();
     for (const f of this.#forks.values()) this.#checkFork(f);
+    // Mounts go first, and are verified gone, before anything is deleted; our
+    // own descriptors on them would keep them busy.
+    for (const f of this.#forks.values()) closeFork(f);
+    this.#forks.clear();
+    this.#engine?.base.close();
+    unmountBelow(this.dirPath);
     using trash = this.#marsh.ensureDir(TRASH_DIR, 0o700);
     const name = `${this.id}-${crypto.randomUUID().slice(0, 8)}`;
     this.#splits.rename(this.id, trash, name);
@@ -705,7 +909,7 @@ export class SplitWorkspace implements Disposable {
 
   /** Closes every descriptor; a second call does nothing. */
   close(): void {
-    for (const f of this.#forks.values()) f.dir.close();
+    for (const f of this.#forks.values()) closeFork(f);
     this.#forks.clear();
     const e = this.#engine;
     e?.store.close();
@@ -718,6 +922,82 @@ export class SplitWorkspace implements Disposable {
   [Symbol.dispose](): void {
     this.close();
   }
+}
+
+function isGone(error: unknown): boolean {
+  return (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR)) ||
+    error instanceof SymlinkRefusedError || error instanceof WrongKindError;
+}
+
+function closeFork(f: HeldFork): void {
+  if (f.made) f.made.close();
+  else f.dir.close();
+}
+
+/** Overlay availability per file system (`st_dev`), probed once per process. */
+const forkChoices = new Map<bigint, { mode: OverlayMode | null; reason: string }>();
+
+/** Whether splits under `marsh` can use overlay forks, probed with a real tiny mount there. */
+function chooseForks(marsh: Dir): { mode: OverlayMode | null; reason: string } {
+  const dev = marsh.stat().dev;
+  let choice = forkChoices.get(dev);
+  if (choice === undefined) {
+    choice = probeOverlay(marsh);
+    forkChoices.set(dev, choice);
+  }
+  return choice;
+}
+
+/** The fork strategy new splits would use under `path` (an existing directory), and why. */
+export function probeForks(path: string): { strategy: string; reason: string } {
+  using dir = Dir.openAbsolute(path);
+  const choice = chooseForks(dir);
+  return { strategy: choice.mode ?? "copy", reason: choice.reason };
+}
+
+/**
+ * `marsh gc`: deletes the project's layers that no split dir names (kept
+ * splits included) and no chain head stacks. Every split dir on disk holds
+ * the list of its layers from before its base was mounted, so a mounted
+ * layer is always referenced.
+ */
+export function collectLayers(
+  root: string,
+  dryRun: boolean,
+): { root: string; removed: string[]; bytes: number; kept: number } {
+  using rootDir = Dir.openAbsolute(root);
+  if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
+  using marsh = rootDir.openDir(MARSH_DIR);
+  if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
+  using store = LayerStore.open(marsh);
+  const referenced = new Set<string>();
+  if (marsh.statAt(SPLIT_DIR)?.kind === "dir") {
+    using splits = marsh.openDir(SPLIT_DIR);
+    for (const e of splits.entries()) {
+      if (splits.statAt(e.name)?.kind !== "dir") continue;
+      using split = splits.openDir(e.name);
+      const list = split.readFileIfExists(LAYERS_FILE, 64 * 1024);
+      if (list === null) continue;
+      for (const id of new TextDecoder().decode(list).split("\n")) if (id) referenced.add(id);
+    }
+  }
+  const total = store.list().length;
+  const r = store.collect(referenced, dryRun);
+  return { root, removed: r.removed, bytes: r.bytes, kept: total - r.removed.length };
+}
+
+/**
+ * Unmounts every mount at or below `path` (forks, then the base), deepest
+ * first, each verified gone through `/proc/self/mountinfo`.
+ *
+ * @throws {MountBusyError} when one cannot be unmounted; the rest stay mounted
+ */
+function unmountBelow(path: string): void {
+  const below = readMounts().filter((m) =>
+    m.mountPoint === path || m.mountPoint.startsWith(`${path}/`)
+  );
+  below.sort((a, b) => b.mountPoint.length - a.mountPoint.length);
+  for (const m of below) unmountPath(m);
 }
 
 /**

@@ -12,6 +12,7 @@
 
 import assert from "node:assert/strict";
 import type { Manifest } from "../protocol/manifest.ts";
+import { unmountBelow } from "../splitfs/_testing.ts";
 
 /** The repository, and the CLI launcher under test. */
 export const ROOT = new URL("../", import.meta.url).pathname;
@@ -276,6 +277,11 @@ export class Sandbox implements AsyncDisposable {
     return r.stdout;
   }
 
+  /** Runs git in the project and returns what happened, whatever its status. */
+  runGit(args: readonly string[]): Promise<Result> {
+    return finish(this.#command("git", [...args], {}), `git ${args.join(" ")}`);
+  }
+
   /** `marsh splits --json`. */
   async splits(): Promise<Manifest[]> {
     const r = await this.marsh(["splits", "--json"]);
@@ -330,6 +336,7 @@ export class Sandbox implements AsyncDisposable {
         await new Promise((r) => setTimeout(r, 100));
       }
     } finally {
+      unmountBelow(this.base);
       await Deno.remove(this.base, { recursive: true });
     }
   }

@@ -248,45 +248,64 @@ Deno.test({
   assert.match(r.stdout, /^\+\+\+ b\/y\.txt\n@@ -0,0 \+1 @@\n\+x$/m);
 });
 
-Deno.test({
-  name:
-    "git clean -xfd mid-split: the branch fails with workspace replaced, nothing removed by path",
-  permissions: PERMISSIONS,
-}, async () => {
-  await using sb = await Sandbox.create();
-  const gate = `${sb.scratch}/go`;
-  const child = sb.spawnMarsh([
-    "split",
-    "-n",
-    "-b",
-    `a=while [ ! -e '${gate}' ]; do sleep 0.05; done; echo hi > hi.txt`,
-  ]);
-  const running = await sb.runningSplit();
-  assert.ok(exists(`${running.dir}/a`));
-  await sb.git("clean", "-xfdq");
-  assert.ok(!exists(`${sb.project}/.marsh`));
-  // What sits at the path now is not the daemon's: it must survive everything below.
-  Deno.mkdirSync(running.dir, { recursive: true });
-  Deno.writeTextFileSync(gate, "");
-  const split = await child.output();
-  assert.equal(split.code, 125, new TextDecoder().decode(split.stderr));
-  const handle = new TextDecoder().decode(split.stdout);
-  assert.equal(handleId(handle), running.id);
+for (const forks of ["copy", "auto"] as const) {
+  Deno.test({
+    name:
+      `git clean -xfd mid-split (MARSH_FORKS=${forks}): the branch fails with workspace replaced, nothing removed by path`,
+    permissions: PERMISSIONS,
+  }, async () => {
+    await using sb = await Sandbox.create({ env: { MARSH_FORKS: forks } });
+    const gate = `${sb.scratch}/go`;
+    const child = sb.spawnMarsh([
+      "split",
+      "-n",
+      "-b",
+      `a=while [ ! -e '${gate}' ]; do sleep 0.05; done; echo hi > hi.txt`,
+    ]);
+    const running = await sb.runningSplit();
+    assert.ok(exists(`${running.dir}/a`));
+    const overlay = running.branches[0]?.fork_strategy === "overlay";
+    assert.equal(overlay, forks === "auto", `fork strategy ${running.branches[0]?.fork_strategy}`);
+    const clean = await sb.runGit(["clean", "-xfdq"]);
+    if (overlay) {
+      // A mounted fork and base cannot be deleted; everything else under .marsh
+      // is, the fork's upper layer (the branch's work) and the layers included.
+      assert.equal(clean.code, 1, show(clean));
+      assert.match(clean.stderr, /Device or resource busy|Read-only file system/);
+      assert.ok(!exists(`${running.dir}/.overlay`));
+      assert.ok(!exists(`${sb.project}/.marsh/layers`));
+    } else {
+      assert.equal(clean.code, 0, show(clean));
+      assert.ok(!exists(`${sb.project}/.marsh`));
+      // What sits at the path now is not the daemon's: it must survive everything below.
+      Deno.mkdirSync(running.dir, { recursive: true });
+    }
+    const before = [...Deno.readDirSync(running.dir)].map((e) => e.name).sort();
+    Deno.writeTextFileSync(gate, "");
+    const split = await child.output();
+    assert.equal(split.code, 125, new TextDecoder().decode(split.stderr));
+    const handle = new TextDecoder().decode(split.stdout);
+    assert.equal(handleId(handle), running.id);
 
-  const s = await sb.split(running.id);
-  assert.equal(s?.reason, "workspace replaced");
-  assert.equal(s.branches[0]?.state, "failed");
-  assert.equal(s.branches[0]?.status, "failed: workspace replaced");
-  const join = await sb.marsh(["join"], { stdin: handle });
-  assert.equal(join.code, 2, show(join));
-  assert.match(join.stderr, /workspace replaced/);
-  assert.equal((await sb.split(running.id))?.state, "kept");
-  const rm = await sb.marsh(["splits", "rm", running.id]);
-  assert.equal(rm.code, 0, show(rm));
-  assert.match(rm.stdout, /nothing was removed from disk/);
-  assert.deepEqual([...Deno.readDirSync(running.dir)], [], "the new directory is untouched");
-  assert.equal(await sb.split(running.id), undefined);
-});
+    const s = await sb.split(running.id);
+    assert.equal(s?.reason, "workspace replaced");
+    assert.equal(s.branches[0]?.state, "failed");
+    assert.equal(s.branches[0]?.status, "failed: workspace replaced");
+    const join = await sb.marsh(["join"], { stdin: handle });
+    assert.equal(join.code, 2, show(join));
+    assert.match(join.stderr, /workspace replaced/);
+    assert.equal((await sb.split(running.id))?.state, "kept");
+    const rm = await sb.marsh(["splits", "rm", running.id]);
+    assert.equal(rm.code, 0, show(rm));
+    assert.match(rm.stdout, /nothing was removed from disk/);
+    assert.deepEqual(
+      [...Deno.readDirSync(running.dir)].map((e) => e.name).sort(),
+      before,
+      "what is at the path is untouched",
+    );
+    assert.equal(await sb.split(running.id), undefined);
+  });
+}
 
 Deno.test({
   name:

@@ -20,9 +20,11 @@ import {
   fingerprint,
   fingerprintDiff,
   gitProject,
+  mountsBelow,
   put,
   sandbox,
   text,
+  unmountBelow,
 } from "../splitfs/_testing.ts";
 import { GITFILE_ROOT_REFUSAL } from "../splitfs/git_source.ts";
 
@@ -49,6 +51,8 @@ Deno.test(
         id: "s1",
         cwd: root,
         env: {},
+        withIgnored: false,
+        forks: "auto",
       });
       assert.equal(created.t, "created");
       assert.equal(created.root, Deno.realPathSync(root));
@@ -58,7 +62,10 @@ Deno.test(
       assert.equal(created.snapshot.files, 2);
       const forked = await svc.request<ForkedReply>({ v: 1, t: "fork", id: "s1", label: "a" });
       assert.equal(forked.path, `${created.dir}/a`);
-      assert.match(forked.strategy, /^(reflink|copy_file_range|copy)$/);
+      assert.equal(forked.strategy, "overlay");
+      assert.equal(created.forks.strategy, "overlay");
+      assert.equal(created.snapshot.layers, 1);
+      assert.match(created.snapshot.rootId ?? "", /^[0-9a-f]{40}$/);
       Deno.writeTextFileSync(`${forked.path}/a.txt`, "one\n2\n");
       Deno.writeTextFileSync(`${forked.path}/src/new.txt`, "new\n");
       const captured = await svc.request<CapturedReply>({
@@ -75,7 +82,9 @@ Deno.test(
       assert.match(dec.decode(Deno.readFileSync(`${created.dir}/out/a/diff.patch`)), /^\+2$/m);
       assert.equal((await svc.request({ v: 1, t: "remove", id: "s1" })).t, "ok");
       assert.throws(() => Deno.statSync(created.dir), Deno.errors.NotFound);
+      assert.deepEqual(mountsBelow(root), []);
     } finally {
+      unmountBelow(root);
       Deno.removeSync(root, { recursive: true });
     }
   },
@@ -93,6 +102,8 @@ Deno.test(
         id: "s2",
         cwd: root,
         env: {},
+        withIgnored: false,
+        forks: "copy",
       });
       const f = await svc.request<ForkedReply>({ v: 1, t: "fork", id: "s2", label: "bad" });
       Deno.mkdirSync(`${f.path}/src/.git`);
@@ -167,8 +178,17 @@ async function created(
   id: string,
   cwd: string,
   env: { HOME?: string } = {},
+  forks: "auto" | "copy" = "auto",
 ): Promise<CreatedReply> {
-  return await svc.request<CreatedReply>({ v: 1, t: "create", id, cwd, env });
+  return await svc.request<CreatedReply>({
+    v: 1,
+    t: "create",
+    id,
+    cwd,
+    env,
+    withIgnored: false,
+    forks,
+  });
 }
 
 async function forked(svc: SplitfsService, id: string, label: string): Promise<ForkedReply> {
@@ -573,7 +593,8 @@ Deno.test(
     {
       // The first daemon: create, fork, capture one branch, then it dies.
       await using first = SplitfsService.start();
-      c = await created(first, "r1", sb.root);
+      // Copy forks: the test deletes a fork by path, which a mount would refuse.
+      c = await created(first, "r1", sb.root, {}, "copy");
       a = await forked(first, "r1", "a");
       b = await forked(first, "r1", "b");
       await forked(first, "r1", "gone");
@@ -653,7 +674,7 @@ Deno.test(
     using sb = sandbox("marsh-service-");
     put(sb.root, "a.txt", "one\n");
     await using svc = SplitfsService.start();
-    const c = await created(svc, "r2", sb.root);
+    const c = await created(svc, "r2", sb.root, {}, "copy");
     const a = await forked(svc, "r2", "a");
     assert.equal((await svc.request({ v: 1, t: "release", id: "r2" })).t, "ok");
     // Not listed: fine.
@@ -730,7 +751,7 @@ Deno.test(
       await using svc = SplitfsService.start({ progressIntervalMs: 5 });
       const frames: { files: number; bytes: number }[] = [];
       const c = await svc.request<CreatedReply>(
-        { v: 1, t: "create", id: "pg", cwd: sb.root, env: {} },
+        { v: 1, t: "create", id: "pg", cwd: sb.root, env: {}, withIgnored: false, forks: "copy" },
         undefined,
         (p) => {
           frames.push(p);
@@ -750,12 +771,73 @@ Deno.test(
       await using svc = SplitfsService.start();
       let frames = 0;
       const t0 = performance.now();
-      await svc.request({ v: 1, t: "create", id: "pg2", cwd: sb.root, env: {} }, undefined, () => {
-        frames++;
-      });
+      await svc.request(
+        {
+          v: 1,
+          t: "create",
+          id: "pg2",
+          cwd: sb.root,
+          env: {},
+          withIgnored: false,
+          forks: "copy",
+        },
+        undefined,
+        () => {
+          frames++;
+        },
+      );
       const ms = performance.now() - t0;
       assert.ok(frames <= ms / 250 + 1, `${frames} frames in ${ms} ms`);
       assert.equal((await svc.request({ v: 1, t: "remove", id: "pg2" })).t, "ok");
     }
+  },
+);
+
+Deno.test(
+  {
+    name:
+      "service: an overlay split survives its service; a new one reopens it and unmounts on remove",
+    permissions: perms,
+  },
+  async () => {
+    using sb = sandbox("marsh-service-");
+    put(sb.root, "a.txt", "one\n");
+    put(sb.root, "d/b.txt", "bee\n");
+    let c: CreatedReply, a: ForkedReply, b: ForkedReply;
+    {
+      await using first = SplitfsService.start();
+      c = await created(first, "o1", sb.root);
+      a = await forked(first, "o1", "a");
+      b = await forked(first, "o1", "b");
+      assert.equal(a.strategy, "overlay");
+      Deno.writeTextFileSync(`${a.path}/a.txt`, "two\n");
+      Deno.removeSync(`${b.path}/d`, { recursive: true });
+      const cap = await first.request<CapturedReply>({ v: 1, t: "capture", id: "o1", label: "b" });
+      assert.equal(cap.files, 1);
+    }
+    // The service is gone; its mounts are not: the forks keep the branches' work.
+    assert.deepEqual(
+      mountsBelow(c.dir),
+      [`${c.dir}/base`, `${c.dir}/a`, `${c.dir}/b`].sort((x, y) => y.length - x.length),
+    );
+    assert.equal(Deno.readTextFileSync(`${a.path}/a.txt`), "two\n");
+    await using svc = SplitfsService.start();
+    const forks = [{ label: "a", identity: a.identity }, { label: "b", identity: b.identity }];
+    assert.equal(
+      (await svc.request({
+        v: 1,
+        t: "reopen",
+        id: "o1",
+        root: c.root,
+        identity: c.identity,
+        forks,
+        git: false,
+      })).t,
+      "ok",
+    );
+    assert.equal((await svc.request({ v: 1, t: "remove", id: "o1" })).t, "ok");
+    assert.deepEqual(mountsBelow(sb.root), []);
+    assert.equal(exists(c.dir), false);
+    assert.equal(Deno.readTextFileSync(`${sb.root}/a.txt`), "one\n");
   },
 );

@@ -1,0 +1,104 @@
+/**
+ * `marsh kit build NAME --from-host`: a Kit image made without any
+ * registry. The root filesystem is assembled from host files
+ * (`rootfs.ts`), written as a deterministic tar (`tar.ts`) and imported
+ * into the engine as `marsh-kit/<NAME>:<first 12 hex of the tar's
+ * sha256>`. The same inputs on the same host give the same bytes, so the
+ * same tag: when the engine has that tag already, nothing is imported.
+ *
+ * Needs what `assembleRootfs` and `DockerApi` need.
+ *
+ * @module
+ */
+
+import { createHash } from "node:crypto";
+import type { DockerApi } from "./docker_api.ts";
+import { assembleRootfs, type FileCopy, IMAGE_PATH } from "./rootfs.ts";
+import { writeTar } from "./tar.ts";
+
+/** Where Kit images live in the engine: `marsh-kit/<NAME>`. */
+export const KIT_REPOSITORY_PREFIX = "marsh-kit/";
+/** Labels every Kit image carries. */
+export const KIT_LABEL = "marsh.kit";
+/** `sha256:<hex>` of the imported tar, so a tag is only trusted when its content matches. */
+export const ROOTFS_LABEL = "marsh.kit.rootfs";
+
+/** Kit names: 1–63 lowercase letters, digits and `-`, starting with a letter. */
+export const KIT_NAME_RULE = /^[a-z][a-z0-9-]{0,62}$/;
+
+/** A request that cannot be built as given; the message says what to change. */
+export class KitBuildError extends Error {
+  override name = "KitBuildError";
+}
+
+/** @throws {KitBuildError} when `name` breaks {@linkcode KIT_NAME_RULE} */
+export function checkKitName(name: string): void {
+  if (!KIT_NAME_RULE.test(name)) {
+    throw new KitBuildError(
+      `invalid kit name ${
+        JSON.stringify(name)
+      }: use 1-63 lowercase letters, digits and '-', starting with a letter (e.g. fixture)`,
+    );
+  }
+}
+
+/** The tag of Kit `name` whose root filesystem tar has sha256 `hex`. */
+export function kitTag(name: string, hex: string): { repo: string; tag: string; ref: string } {
+  const repo = `${KIT_REPOSITORY_PREFIX}${name}`;
+  const tag = hex.slice(0, 12);
+  return { repo, tag, ref: `${repo}:${tag}` };
+}
+
+/** What to build. */
+export interface KitBuildRequest {
+  readonly name: string;
+  /** `--bin` values: names on `path`, or paths. */
+  readonly bins: readonly string[];
+  readonly files: readonly FileCopy[];
+  /** The host `deno` whose libraries the image carries. */
+  readonly deno: string;
+  readonly path: string;
+  readonly cwd: string;
+  readonly onProgress?: (line: string) => void;
+}
+
+/** What was built, or found. */
+export interface KitBuildResult {
+  /** `sha256:…`, the engine's image id. */
+  readonly id: string;
+  /** `marsh-kit/<NAME>:<12 hex>` */
+  readonly ref: string;
+  /** `sha256:<hex>` of the root filesystem tar. */
+  readonly rootfs: string;
+  readonly bytes: number;
+  /** False when the engine had the tag already and nothing was imported. */
+  readonly built: boolean;
+}
+
+/**
+ * Assembles, hashes and (unless the tag exists with the same content)
+ * imports Kit `name`.
+ *
+ * @throws {KitBuildError} on a bad name; {@linkcode RootfsError} on
+ *   missing or clashing inputs; the engine's errors from `DockerApi`
+ */
+export async function buildKit(api: DockerApi, req: KitBuildRequest): Promise<KitBuildResult> {
+  checkKitName(req.name);
+  req.onProgress?.("assembling the root filesystem from host files");
+  const entries = await assembleRootfs(req);
+  const tar = writeTar(entries);
+  const hex = createHash("sha256").update(tar).digest("hex");
+  const rootfs = `sha256:${hex}`;
+  const { repo, tag, ref } = kitTag(req.name, hex);
+  const existing = await api.inspectImage(ref);
+  if (existing && existing.labels[ROOTFS_LABEL] === rootfs) {
+    return { id: existing.id, ref, rootfs, bytes: tar.length, built: false };
+  }
+  req.onProgress?.(`importing ${(tar.length / 1e6).toFixed(1)} MB as ${ref}`);
+  const id = await api.importImage(tar, { repo, tag }, [
+    `ENV PATH=${IMAGE_PATH}`,
+    `LABEL ${KIT_LABEL}=${req.name} ${ROOTFS_LABEL}=${rootfs}`,
+    'CMD ["/bin/sh"]',
+  ]);
+  return { id, ref, rootfs, bytes: tar.length, built: true };
+}

@@ -24,6 +24,8 @@ import { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError } 
 import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { FsError } from "./ffi.ts";
 import { GitMetadataError } from "./git_source.ts";
+import { LayerError } from "./layers.ts";
+import { MountError } from "./overlay.ts";
 import { locateProject } from "./project_root.ts";
 import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
 
@@ -235,7 +237,8 @@ function toError(error: unknown): ErrorReply {
     error instanceof WrongKindError || error instanceof TooLargeError ||
     error instanceof SnapshotError || error instanceof ProtocolError ||
     error instanceof RefusedError || error instanceof TypeError ||
-    error instanceof InvalidNameError || error instanceof GitMetadataError
+    error instanceof InvalidNameError || error instanceof GitMetadataError ||
+    error instanceof MountError || error instanceof LayerError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }

@@ -15,6 +15,7 @@ import type { BranchSpec } from "./protocol/daemon.ts";
 import { CliError, USAGE } from "./client/cli_error.ts";
 import { diffCommand } from "./client/diff_command.ts";
 import { registerEngineCommands } from "./client/engine_command.ts";
+import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import type { CliIo, Signals } from "./client/io.ts";
 import { joinCommand } from "./client/join_command.ts";
@@ -298,6 +299,7 @@ function buildProgram(
     });
 
   registerEngineCommands(program, { io, setStatus, userErrors });
+  registerKitsCommands(program, { io, setStatus, userErrors });
   return program;
 }
 

@@ -3,7 +3,10 @@
  *
  * - `cp -a` of the whole project directory (`.git` included, as a user
  *   copying a checkout would): the baseline for a snapshot and for a
- *   copy-per-branch fork;
+ *   copy-per-branch fork; and `cp -a` followed by `sync` (each timed run's
+ *   copy, then a timed `sync` right after it): what a copy costs once its
+ *   bytes are on disk, as a sealed snapshot layer's are (the layer store
+ *   `syncfs`es before sealing);
  * - `git worktree add --detach` (removed after each run with
  *   `git worktree remove --force`): the other per-branch baseline;
  * - `git status --porcelain` and `git diff --binary` (after `git add -N` of
@@ -21,13 +24,22 @@
 import { join } from "node:path";
 import { runChecked } from "./_command.ts";
 import type { HardenedGit } from "./_git.ts";
-import { type ChildMemoryProbe, measureCommand, type Summary } from "./measure.ts";
+import {
+  type ChildMemoryProbe,
+  measureCommand,
+  settle,
+  summarize,
+  type Summary,
+  timeOnce,
+} from "./measure.ts";
 import { applySmallChange, type PlannedEdit } from "./tree_gen.ts";
 
 /** Baseline measurements for one tree. */
 export interface BaselineResults {
   /** `cp -a <tree> <copy>`. */
   readonly cpA: Summary;
+  /** `cp -a <tree> <copy>`, then `sync`: each timed copy plus a timed `sync` after it. */
+  readonly cpASync: Summary;
   /** `git worktree add --detach <path> HEAD`. */
   readonly worktreeAdd: Summary;
   /** `git status --porcelain` with the small change applied. */
@@ -72,6 +84,7 @@ export async function measureBaselines(options: BaselineOptions): Promise<Baseli
   log("baseline: cp -a");
   const copyPath = (run: number) => join(scratch, `cp-${runName(run)}`);
   let keep: string | null = null;
+  const syncMs: number[] = [];
   const cpA = await measureCommand(
     "cp -a",
     (run) => ({ cmd: "cp", args: ["-a", "--", tree, copyPath(run)] }),
@@ -81,10 +94,18 @@ export async function measureBaselines(options: BaselineOptions): Promise<Baseli
       probeOnWarmup: true,
       // The last timed copy is kept as the throwaway tree for the capture baselines.
       after: async (run) => {
+        if (run >= 0) syncMs.push((await timeOnce(settle)).ms);
         if (run === runs - 1) keep = copyPath(run);
         else await removeTree(copyPath(run));
       },
     },
+  );
+
+  const cpASync = summarize(
+    "cp -a; sync",
+    cpA.samplesMs.map((ms, i) => ms + (syncMs[i] ?? NaN)),
+    cpA.peakRssKiB,
+    cpA.peakExact,
   );
 
   log("baseline: git worktree add");
@@ -135,7 +156,7 @@ export async function measureBaselines(options: BaselineOptions): Promise<Baseli
       git.spec(copy, ["diff", "--binary"]),
       { runs, probe },
     );
-    return { cpA, worktreeAdd, gitStatus, gitDiff };
+    return { cpA, cpASync, worktreeAdd, gitStatus, gitDiff };
   } finally {
     await removeTree(copy);
   }

@@ -18,6 +18,35 @@ export interface OpReport {
   readonly childPeakRssKiB?: number;
 }
 
+import type { ForkPolicy } from "../protocol/splitfs.ts";
+
+/**
+ * The fork policies the harness compares: `auto` (a layered snapshot and
+ * overlay forks where the host allows them) and `copy`.
+ */
+export type { ForkPolicy };
+
+/** The layered base a snapshot made, or null for a copied base. */
+export interface LayersReport {
+  /** Layers the base stacks. */
+  readonly count: number;
+  /** The Git tree id of the snapshot. */
+  readonly rootId: string;
+  /** Files written into a new layer by this snapshot (0 when nothing changed). */
+  readonly copied: number;
+}
+
+/** What a snapshot reports beyond its timing. */
+export interface SnapshotReport extends OpReport {
+  /** The split's directory, for {@linkcode MarshOps.fork} and the rest. */
+  readonly splitDir: string;
+  /** The fork strategy the split's forks use (`overlay`, `userns-overlay`, `copy`), and why. */
+  readonly forkChoice: { readonly strategy: string; readonly reason: string };
+  readonly layers: LayersReport | null;
+  /** Entries the snapshot admitted (files and symlinks). */
+  readonly files: number;
+}
+
 /**
  * The engine operations the benchmarks time. Every call is awaited to
  * completion before the clock stops; nothing may keep working in the
@@ -25,10 +54,11 @@ export interface OpReport {
  */
 export interface MarshOps {
   /**
-   * Snapshots the project tree `root` (a Git worktree) into
-   * `<root>/.marsh/split/<id>/base` and returns that split's directory.
+   * Snapshots the project tree `root` (a Git worktree) into a new split
+   * under `<root>/.marsh/split/` with the fork policy `forks`, and returns
+   * that split's directory and how it was made.
    */
-  snapshot(root: string): Promise<OpReport & { readonly splitDir: string }>;
+  snapshot(root: string, forks: ForkPolicy): Promise<SnapshotReport>;
 
   /**
    * Forks the split's base once for branch `label` and returns the fork's
@@ -40,10 +70,29 @@ export interface MarshOps {
    * Captures what the fork `label` changed (the harness applied 10 modified,
    * 5 added, 5 deleted files inside it) as a git-apply-ready patch.
    */
-  capture(splitDir: string, label: string): Promise<OpReport>;
+  capture(splitDir: string, label: string): Promise<OpReport & { readonly files: number }>;
 
-  /** Removes the split and everything under it; untimed. */
+  /** Removes the split and everything under it (its mounts first); untimed. */
   cleanup(splitDir: string): Promise<void>;
+
+  /**
+   * Forgets every snapshot of `root` (its layer store), so that the next
+   * `auto` snapshot is a first one; untimed.
+   *
+   * @throws {Error} when something is still mounted under the engine's state in `root`
+   */
+  forgetSnapshots(root: string): Promise<void>;
+
+  /**
+   * Removes all of the engine's state in `root` (splits, layers), leaving
+   * the tree as it was before the first snapshot; untimed.
+   *
+   * @throws {Error} when something is still mounted under the engine's state in `root`
+   */
+  removeState(root: string): Promise<void>;
+
+  /** Mount points under `root` (overlay bases and forks) still mounted; empty when all is clean. */
+  mountsUnder(root: string): string[];
 }
 
 /** The message of {@linkcode NotWiredError}. */

@@ -859,6 +859,96 @@ export async function applySmallChange(
   return { modified: of("M"), added: of("A"), deleted: of("D") };
 }
 
+/** One file a small change overwrites or deletes, as it was before. */
+interface SavedFile {
+  readonly path: string;
+  readonly bytes: Uint8Array;
+  readonly mode: number;
+  readonly atime: Date;
+  readonly mtime: Date;
+}
+
+/** What {@linkcode applySmallChange} will overwrite, delete and add under a tree. */
+export interface ChangeBackup {
+  readonly dir: string;
+  readonly files: readonly SavedFile[];
+  readonly added: readonly string[];
+  /** The directories holding the edited paths, with their times. */
+  readonly dirs: readonly { readonly path: string; readonly atime: Date; readonly mtime: Date }[];
+}
+
+function timesOf(info: Deno.FileInfo, path: string): { atime: Date; mtime: Date } {
+  if (info.atime === null || info.mtime === null) {
+    throw new Error(`No atime or mtime for "${path}" on this platform`);
+  }
+  return { atime: info.atime, mtime: info.mtime };
+}
+
+/**
+ * Reads what `plan` will overwrite or delete under `dir` (bytes, mode bits,
+ * times) and the times of the directories it touches, so that
+ * {@linkcode restoreSmallChange} can put the tree back after the change
+ * was applied to it. For running the change on a live cached tree.
+ *
+ * Needs read on `dir`.
+ *
+ * @throws {Error} when a path to be added already exists or one to be
+ * changed is not a regular file.
+ */
+export async function backupSmallChange(
+  dir: string,
+  plan: readonly PlannedEdit[],
+): Promise<ChangeBackup> {
+  const added = plan.filter((e) => e.status === "A").map((e) => e.path);
+  for (const path of added) {
+    const abs = join(dir, path);
+    if (await exists(abs)) throw new Error(`Path to be added already exists: "${abs}"`);
+  }
+  const files: SavedFile[] = [];
+  for (const e of plan) {
+    if (e.status === "A") continue;
+    const abs = join(dir, e.path);
+    const info = await Deno.lstat(abs);
+    if (!info.isFile) throw new Error(`Path to be changed is not a regular file: "${abs}"`);
+    files.push({
+      path: e.path,
+      bytes: await Deno.readFile(abs),
+      mode: (info.mode ?? 0o644) & 0o7777,
+      ...timesOf(info, abs),
+    });
+  }
+  const dirs = [];
+  for (const parent of new Set(plan.map((e) => dirname(e.path)))) {
+    const abs = join(dir, parent);
+    dirs.push({ path: parent, ...timesOf(await Deno.lstat(abs), abs) });
+  }
+  return { dir, files, added, dirs };
+}
+
+/**
+ * Puts back what {@linkcode backupSmallChange} saved: removes the added
+ * files, rewrites the modified and deleted ones with their bytes, mode bits
+ * and times, then resets the directories' times. Inode numbers and ctimes
+ * cannot be restored, so Git re-hashes those 15 files once and finds them
+ * unchanged.
+ *
+ * Needs read/write on the backup's tree.
+ */
+export async function restoreSmallChange(backup: ChangeBackup): Promise<void> {
+  for (const path of backup.added) {
+    await Deno.remove(join(backup.dir, path)).catch((err) => {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+    });
+  }
+  for (const f of backup.files) {
+    const abs = join(backup.dir, f.path);
+    await Deno.writeFile(abs, f.bytes, { mode: f.mode });
+    await Deno.chmod(abs, f.mode);
+    await Deno.utime(abs, f.atime, f.mtime);
+  }
+  for (const d of backup.dirs) await Deno.utime(join(backup.dir, d.path), d.atime, d.mtime);
+}
+
 /**
  * Plans the small change from `dir`'s own committed files and applies it
  * there. Operate on a copy: the cached trees must stay pristine.

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
-import { generateTree, smallChange } from "./tree_gen.ts";
+import {
+  applySmallChange,
+  backupSmallChange,
+  generateTree,
+  planSmallChange,
+  restoreSmallChange,
+  smallChange,
+} from "./tree_gen.ts";
 
 // Unscoped read/write: Deno.symlink refuses path-scoped grants. git reads
 // PATH (HardenedGit passes it on to the child).
@@ -93,6 +100,64 @@ Deno.test({
       const sameChange = await smallChange(b, 7, git);
       assert.deepEqual(sameChange, change);
       assert.deepEqual(await listing(a), await listing(b));
+    } finally {
+      await Deno.remove(tmp, { recursive: true });
+    }
+  },
+});
+
+/** Path, kind, mode, mtime (ms) and content of every entry under `root` outside .git, directories included. */
+async function fullListing(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (rel: string) => {
+    const names: string[] = [];
+    for await (const e of Deno.readDir(join(root, rel))) names.push(e.name);
+    names.sort();
+    for (const name of names) {
+      const path = rel === "" ? name : `${rel}/${name}`;
+      if (path === ".git") continue;
+      const abs = join(root, path);
+      const info = await Deno.lstat(abs);
+      const head = `${path} ${((info.mode ?? 0) & 0o7777).toString(8)} ${info.mtime?.getTime()}`;
+      if (info.isDirectory) {
+        out.push(`${head} dir`);
+        await walk(path);
+      } else if (info.isSymlink) {
+        out.push(`${head} -> ${await Deno.readLink(abs)}`);
+      } else {
+        const bytes = await Deno.readFile(abs);
+        const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
+        out.push(`${head} ${Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("")}`);
+      }
+    }
+  };
+  await walk("");
+  return out;
+}
+
+Deno.test({
+  name: "restoreSmallChange puts a tree back: bytes, modes, times, and a clean git status",
+  permissions,
+  async fn() {
+    await using git = await HardenedGit.create();
+    const tmp = await Deno.makeTempDir({ prefix: "marsh-tree-gen-test-" });
+    try {
+      const dir = join(tmp, "t");
+      await generateTree(dir, 200, 3, { git });
+      const before = await fullListing(dir);
+      const plan = await planSmallChange(dir, 3, git);
+      const backup = await backupSmallChange(dir, plan);
+      await applySmallChange(dir, plan);
+      assert.notEqual(
+        await git.run(dir, ["status", "--porcelain", "--untracked-files=all"]),
+        "",
+      );
+      await restoreSmallChange(backup);
+      assert.deepEqual(await fullListing(dir), before);
+      assert.equal(await git.run(dir, ["status", "--porcelain", "--untracked-files=all"]), "");
+      // Backing up a change already applied fails: the added paths exist.
+      await applySmallChange(dir, plan);
+      await assert.rejects(() => backupSmallChange(dir, plan), /already exists/);
     } finally {
       await Deno.remove(tmp, { recursive: true });
     }

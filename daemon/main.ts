@@ -25,7 +25,8 @@ import {
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
 import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
-import { SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { KitRegistry } from "./kits.ts";
 import { Log } from "./log.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
@@ -42,17 +43,40 @@ async function answers(path: string): Promise<boolean> {
   }
 }
 
+/**
+ * Whether the split-filesystem service should run in a user and mount
+ * namespace of its own: only for a daemon that is not root (root mounts in
+ * the host's), whose fork policy lets it use overlay forks, and where
+ * `unshare -Urm` works. `note` goes in front of the fork probe's reason.
+ */
+async function serviceNamespace(policy: ForkPolicy): Promise<{ use: boolean; note: string }> {
+  if (policy !== "auto" || Deno.uid() === 0) return { use: false, note: "" };
+  const probe = await probeUserNamespace();
+  if (probe.ok) {
+    return {
+      use: true,
+      note: "not root: the split-filesystem service runs in its own user and mount namespace; ",
+    };
+  }
+  return {
+    use: false,
+    note:
+      `not root, and no user and mount namespace for the split-filesystem service: ${probe.reason}; `,
+  };
+}
+
 /** Which fork strategy new splits will use here, for `marsh status` (a real tiny mount is tried). */
 async function probeForks(
   splitfs: SplitfsService,
   home: string,
   policy: ForkPolicy,
+  note: string,
 ): Promise<{ strategy: string; reason: string; policy: string }> {
   try {
     const r = await splitfs.request<ProbedReply>({ v: 1, t: "probe", dir: home, forks: policy });
-    return { strategy: r.strategy, reason: r.reason, policy };
+    return { strategy: r.strategy, reason: `${note}${r.reason}`, policy };
   } catch (error) {
-    return { strategy: "copy", reason: `the probe failed: ${error}`, policy };
+    return { strategy: "copy", reason: `${note}the probe failed: ${error}`, policy };
   }
 }
 
@@ -105,7 +129,8 @@ async function main(): Promise<number> {
     log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
   }
 
-  const splitfs = SplitfsService.start();
+  const namespace = await serviceNamespace(settings.forks);
+  const splitfs = SplitfsService.start({ userNamespace: namespace.use });
   let stopping = false;
   const stopped = Promise.withResolvers<number>();
   const worker = WorkerLink.start(home, (why) => {
@@ -127,7 +152,10 @@ async function main(): Promise<number> {
     settings,
   });
   const startedMs = Date.now();
-  const forks = await probeForks(splitfs, home, settings.forks);
+  const forks = await probeForks(splitfs, home, settings.forks, namespace.note);
+  if (splitfs.namespace) {
+    log.info(`split-filesystem service ${splitfs.pid}: its own user and mount namespace`);
+  }
   log.info(`forks: ${forks.strategy} (${forks.reason})`);
   server.attach(splits, {
     status: () => ({
@@ -146,6 +174,7 @@ async function main(): Promise<number> {
     },
     stop: () => stopped.resolve(0),
   });
+  server.attachKits(new KitRegistry({ journal, home, log }));
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

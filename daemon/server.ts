@@ -15,6 +15,7 @@ import {
 } from "../protocol/control_dir.ts";
 import type { ClientFrame, GcReply } from "../protocol/daemon.ts";
 import { type Authority, Conn } from "./conn.ts";
+import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
 import { type BranchSockets, RequestError, type Splits } from "./splits.ts";
 
@@ -40,6 +41,7 @@ export class Server implements BranchSockets {
   readonly #authOf = new Map<string, Authority>();
   #splits: Splits | null = null;
   #hooks: ServerHooks | null = null;
+  #kits: KitRegistry | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -52,6 +54,18 @@ export class Server implements BranchSockets {
   attach(splits: Splits, hooks: ServerHooks): void {
     this.#splits = splits;
     this.#hooks = hooks;
+  }
+
+  /** Wires the Kit registry (`kits.add`, `kits.list`, `kits.rm`). */
+  attachKits(kits: KitRegistry): void {
+    this.#kits = kits;
+  }
+
+  #registry(): KitRegistry {
+    if (this.#kits === null) {
+      throw new RequestError(125, "the Kit registry is not available in this daemon");
+    }
+    return this.#kits;
   }
 
   /** Listens on the host socket. */
@@ -171,6 +185,19 @@ export class Server implements BranchSockets {
         await conn.send({ v: 1, t: "ok", message: "marshd stopping" });
         await conn.flush();
         hooks.stop();
+        return;
+      case "kits.add":
+        await conn.send({ v: 1, t: "kits.added", ...this.#registry().add(conn.authority, frame) });
+        return;
+      case "kits.list":
+        await conn.send({ v: 1, t: "kits", kits: this.#registry().list(conn.authority) });
+        return;
+      case "kits.rm":
+        await conn.send({
+          v: 1,
+          t: "kits.removed",
+          kit: this.#registry().remove(conn.authority, frame.name),
+        });
         return;
       default:
         throw new RequestError(2, `unexpected ${frame.t} frame to start a request`);

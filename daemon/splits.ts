@@ -101,6 +101,8 @@ interface LiveBranch {
   readonly spec: BranchSpec;
   readonly index: number;
   readonly fork: string;
+  /** How the fork was made (`forked`): a `userns-overlay` fork exists in the service's namespace only. */
+  readonly strategy: string;
   attempt: string | null;
   socket: string | null;
   exit: { code: number | null; signal: string | null } | null;
@@ -403,8 +405,9 @@ export class Splits {
     const t0 = performance.now();
     for (const [index, spec] of req.branches.entries()) {
       if (live.cancelReason) break;
+      let f: ForkedReply;
       try {
-        const f = await splitfs.request<ForkedReply>(
+        f = await splitfs.request<ForkedReply>(
           { v: 1, t: "fork", id, label: spec.label },
           undefined,
           (p) => {
@@ -429,6 +432,7 @@ export class Splits {
         spec,
         index,
         fork: `${split.dir}/${spec.label}`,
+        strategy: f.strategy,
         attempt: null,
         socket: null,
         exit: null,
@@ -529,7 +533,7 @@ export class Splits {
     env: Record<string, string>,
     spool: string | null,
   ): Promise<void> {
-    const { journal, pool, worker, sockets, home } = this.#d;
+    const { journal, pool, worker, sockets, home, splitfs } = this.#d;
     const label = b.spec.label;
     // A branch that never starts still ends with a status and an out/ entry.
     const endUnlaunched = async (state: "cancelled" | "failed", status: string) => {
@@ -544,6 +548,15 @@ export class Splits {
     if (live.cancelReason) {
       b.cancelled = true;
       return endUnlaunched("cancelled", "cancelled");
+    }
+    // A userns-overlay fork is mounted in the service's namespace only: the
+    // branch joins it there, or its cwd would be the bare mount point.
+    const namespace = b.strategy === "userns-overlay" ? splitfs.namespace : null;
+    if (b.strategy === "userns-overlay" && namespace === null) {
+      return endUnlaunched(
+        "failed",
+        "failed: its fork is mounted in a namespace the split-filesystem service does not have",
+      );
     }
     if (!pool.admit(live.session, `${live.id}/${label}`)) {
       return endUnlaunched("failed", "failed: capacity");
@@ -585,6 +598,7 @@ export class Splits {
       stdout: `${dir}/stdout`,
       stderr: `${dir}/stderr`,
       outputLimit: OUTPUT_LIMIT,
+      ...(namespace ? { namespace: { pid: namespace.pid } } : {}),
     }, {
       launched: (_pid, mechanism) => {
         b.running = true;
@@ -891,7 +905,11 @@ export class Splits {
     // Every fork still on disk is checked too; a rejected one was removed at capture.
     const forks = this.#d.journal.branches(s.id)
       .filter((b) => b.forkIdentity !== null && b.state !== "rejected")
-      .map((b) => ({ label: b.label, identity: b.forkIdentity! }));
+      .map((b) => ({
+        label: b.label,
+        identity: b.forkIdentity!,
+        ...(b.forkStrategy !== null ? { strategy: b.forkStrategy } : {}),
+      }));
     // A SplitfsError goes to the caller, who says what it means for its request.
     await this.#d.splitfs.request({
       v: 1,

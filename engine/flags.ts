@@ -90,3 +90,33 @@ export function kitBuildFlags(socket: string): string[] {
     "--allow-env",
   ];
 }
+
+/**
+ * `engine/kit_check_main.ts` (`marsh kits add`):
+ *
+ * - read on the engine's socket, the control dir (to compare a chosen
+ *   home with it) and the chosen home, when there is one;
+ * - write only on the engine's socket (Deno asks read and write on a
+ *   Unix socket's path to connect);
+ * - `--allow-net=unix:` on that socket only;
+ * - `--allow-env`: docker-modem's enumeration.
+ *
+ * No `--allow-run`, no FFI, no other read or write.
+ */
+export function kitCheckFlags(socket: string, controlDir: string, home?: string): string[] {
+  checkPath(socket, "socket");
+  checkPath(controlDir, "control dir");
+  const reads = [socket, controlDir];
+  if (home !== undefined) {
+    checkPath(home, "home");
+    reads.push(home);
+  }
+  return [
+    "--no-prompt",
+    "--quiet",
+    `--allow-read=${reads.join(",")}`,
+    `--allow-write=${socket}`,
+    `--allow-net=unix:${socket}`,
+    "--allow-env",
+  ];
+}

@@ -8,6 +8,18 @@
 import type { SQLInputValue, SQLOutputValue } from "node:sqlite";
 import { JournalCorruptError } from "./errors.ts";
 import {
+  checkKitEntrypoint,
+  checkKitEnv,
+  checkKitImage,
+  checkKitImageId,
+  checkKitName,
+  checkKitNetwork,
+  checkKitRecord,
+  checkKitWall,
+  type KitRecord,
+  KitRuleError,
+} from "./kits.ts";
+import {
   BRANCH_KINDS,
   type BranchKind,
   type BranchRecord,
@@ -426,5 +438,55 @@ export function capabilityColumns(c: CapabilityRecord): Record<string, SQLInputV
     state: c.state,
     created_ms: c.createdMs,
     revoked_ms: c.revokedMs,
+  };
+}
+
+/** Decodes a `kits` row; a value the rules refuse is a {@linkcode JournalCorruptError}. */
+export function kitFromRow(row: Row): KitRecord {
+  const r = new RowReader("kit", String(row.name), row);
+  const words = (column: string): string[] => {
+    const v = r.json(column);
+    return Array.isArray(v) && v.every((w) => typeof w === "string")
+      ? v
+      : r.fail(column, "expected a list of text");
+  };
+  const ruled = <T>(column: string, value: T, rule: (v: T) => void): T => {
+    try {
+      rule(value);
+    } catch (error) {
+      if (error instanceof KitRuleError) return r.fail(column, error.message);
+      throw error;
+    }
+    return value;
+  };
+  const entrypoint = r.row.entrypoint === null ? null : words("entrypoint");
+  return {
+    name: ruled("name", r.text("name"), checkKitName),
+    image: ruled("image", r.text("image"), checkKitImage),
+    imageId: ruled("image_id", r.text("image_id"), checkKitImageId),
+    entrypoint: entrypoint === null ? null : ruled("entrypoint", entrypoint, checkKitEntrypoint),
+    network: ruled("network", r.text("network"), checkKitNetwork),
+    env: ruled("env", words("env"), checkKitEnv),
+    wallS: ruled("wall_s", r.int("wall_s"), checkKitWall),
+    home: ruled("home", r.text("home"), (h) => {
+      if (!h.startsWith("/")) throw new KitRuleError("expected an absolute path");
+    }),
+    createdMs: r.int("created_ms"),
+  };
+}
+
+/** A Kit's column values. Throws {@linkcode KitRuleError} (a `TypeError`) for a value the rules forbid. */
+export function kitColumns(k: KitRecord): Record<string, SQLInputValue> {
+  checkKitRecord(k);
+  return {
+    name: k.name,
+    image: k.image,
+    image_id: k.imageId,
+    entrypoint: k.entrypoint === null ? null : JSON.stringify(k.entrypoint),
+    network: k.network,
+    env: JSON.stringify(k.env),
+    wall_s: k.wallS,
+    home: k.home,
+    created_ms: k.createdMs,
   };
 }

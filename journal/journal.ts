@@ -23,11 +23,14 @@ import {
   branchPatchColumns,
   capabilityColumns,
   capabilityFromRow,
+  kitColumns,
+  kitFromRow,
   splitColumns,
   splitFromRow,
   splitPatchColumns,
 } from "./_codec.ts";
 import { JournalError, JournalVersionError } from "./errors.ts";
+import type { KitRecord } from "./kits.ts";
 import { applyMigrations, readSchemaVersion, SCHEMA_VERSION } from "./migrations.ts";
 import {
   BRANCH_MUTABLE,
@@ -528,6 +531,61 @@ export class Journal implements Disposable {
         this.#all("SELECT * FROM capabilities WHERE state = 'live' ORDER BY created_ms, id")
           .map((r) => capabilityFromRow(r)),
     );
+  }
+
+  // --- kits ---------------------------------------------------------------
+
+  /**
+   * Registers a Kit command. With `replace`, an existing registration of
+   * the same name is replaced in the same transaction and returned.
+   *
+   * @returns the registration it replaced, or null
+   * @throws {Deno.errors.AlreadyExists} for a registered name without `replace`.
+   * @throws {KitRuleError} (a `TypeError`) for a field that breaks its rule.
+   */
+  addKit(rec: KitRecord, options: { readonly replace?: boolean } = {}): KitRecord | null {
+    const cols = kitColumns(rec);
+    return this.#write("add kit", () => {
+      const old = this.getKit(rec.name);
+      if (old !== null) {
+        if (!options.replace) {
+          throw new Deno.errors.AlreadyExists(`Kit already registered: "${rec.name}"`);
+        }
+        this.#run("DELETE FROM kits WHERE name = :name", { name: rec.name });
+      }
+      this.#insert("kits", cols);
+      return old;
+    });
+  }
+
+  /** Reads one Kit registration, or null. */
+  getKit(name: string): KitRecord | null {
+    return this.#read("read kit", () => {
+      const row = this.#get("SELECT * FROM kits WHERE name = :name", { name });
+      return row === undefined ? null : kitFromRow(row);
+    });
+  }
+
+  /** Every registered Kit, by name. */
+  listKits(): KitRecord[] {
+    return this.#read(
+      "list kits",
+      () => this.#all("SELECT * FROM kits ORDER BY name").map((r) => kitFromRow(r)),
+    );
+  }
+
+  /**
+   * Forgets a Kit registration (its home directory is not the journal's
+   * business and stays where it is).
+   *
+   * @returns the registration removed, or null for an unknown name
+   */
+  removeKit(name: string): KitRecord | null {
+    return this.#write("remove kit", () => {
+      const old = this.getKit(name);
+      if (old !== null) this.#run("DELETE FROM kits WHERE name = :name", { name });
+      return old;
+    });
   }
 
   // --- restart ------------------------------------------------------------

@@ -121,6 +121,28 @@ export const MIGRATIONS: readonly Migration[] = [
         CHECK (root_id IS NULL OR (length(root_id) = 40 AND root_id NOT GLOB '*[^0-9a-f]*'));
     `,
   },
+  {
+    version: 4,
+    name: "the Kit registry: registered Kit commands (issue 5 §2)",
+    sql: `
+      CREATE TABLE kits (
+        name TEXT PRIMARY KEY NOT NULL
+          CHECK (length(name) BETWEEN 1 AND 63 AND name NOT GLOB '*[^a-z0-9-]*'
+                 AND substr(name, 1, 1) BETWEEN 'a' AND 'z'),
+        image TEXT NOT NULL CHECK (length(image) > 0),
+        image_id TEXT NOT NULL
+          CHECK (length(image_id) = 71 AND substr(image_id, 1, 7) = 'sha256:'
+                 AND substr(image_id, 8) NOT GLOB '*[^0-9a-f]*'),
+        entrypoint TEXT
+          CHECK (entrypoint IS NULL OR (json_valid(entrypoint) AND json_type(entrypoint) = 'array')),
+        network TEXT NOT NULL DEFAULT 'none' CHECK (length(network) > 0),
+        env TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(env) AND json_type(env) = 'array'),
+        wall_s INTEGER NOT NULL DEFAULT 3600 CHECK (wall_s BETWEEN 1 AND 86400),
+        home TEXT NOT NULL CHECK (substr(home, 1, 1) = '/'),
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0)
+      ) STRICT;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

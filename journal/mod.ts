@@ -1,6 +1,6 @@
 /**
  * The daemon's journal (spec 000 §5, §6, §12; DESIGN.md §7): splits,
- * branches and capabilities in one owner-only SQLite file,
+ * branches, capabilities and the Kit registry in one owner-only SQLite file,
  * `$MARSH_HOME/journal.db`, through `node:sqlite`.
  *
  * - Durable: WAL with `synchronous=FULL`; a call that returned survives
@@ -33,3 +33,4 @@ export { BUSY_TIMEOUT_MS, Journal, type JournalSettings, RESTART_REASON } from "
 export { JournalCorruptError, JournalError, JournalVersionError } from "./errors.ts";
 export { type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.ts";
 export * from "./records.ts";
+export * from "./kits.ts";

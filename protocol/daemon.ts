@@ -105,6 +105,42 @@ export interface GcRequest {
   readonly dryRun: boolean;
 }
 
+/**
+ * `marsh kits add`: register a Kit command. The CLI has checked the image
+ * in the engine (the daemon has no Docker permission, DESIGN.md §4) and
+ * sends the id it resolved; `home` null asks for the default home under
+ * the control dir.
+ */
+export interface KitsAddRequest {
+  readonly v: 1;
+  readonly t: "kits.add";
+  readonly name: string;
+  readonly image: string;
+  /** `sha256:<64 hex>`, resolved by the engine when the CLI checked the image. */
+  readonly imageId: string;
+  readonly entrypoint: readonly string[] | null;
+  readonly network: string;
+  readonly env: readonly string[];
+  readonly wallS: number;
+  /** An absolute existing directory (resolved by the CLI's check), or null for the default. */
+  readonly home: string | null;
+  /** Replace an existing registration of the same name. */
+  readonly replace: boolean;
+}
+
+/** `marsh kits ls`. */
+export interface KitsListRequest {
+  readonly v: 1;
+  readonly t: "kits.list";
+}
+
+/** `marsh kits rm NAME`. */
+export interface KitsRmRequest {
+  readonly v: 1;
+  readonly t: "kits.rm";
+  readonly name: string;
+}
+
 /** Every frame a caller sends. */
 export type ClientFrame =
   | SplitCreateRequest
@@ -116,7 +152,10 @@ export type ClientFrame =
   | SplitsListRequest
   | SplitsActionRequest
   | SimpleRequest
-  | GcRequest;
+  | GcRequest
+  | KitsAddRequest
+  | KitsListRequest
+  | KitsRmRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -220,6 +259,41 @@ export interface ErrorReply {
   readonly message: string;
 }
 
+/** A registered Kit as `marsh kits ls --json` prints it. */
+export interface KitInfo {
+  readonly name: string;
+  readonly image: string;
+  readonly image_id: string;
+  readonly entrypoint: readonly string[] | null;
+  readonly network: string;
+  readonly env: readonly string[];
+  readonly wall_s: number;
+  readonly home: string;
+  readonly created_unix_ms: number;
+}
+
+/** `marsh kits ls`: every registered Kit, by name. */
+export interface KitsReply {
+  readonly v: 1;
+  readonly t: "kits";
+  readonly kits: readonly KitInfo[];
+}
+
+/** `marsh kits add`: the registration made, and whether it replaced one. */
+export interface KitAddedReply {
+  readonly v: 1;
+  readonly t: "kits.added";
+  readonly kit: KitInfo;
+  readonly replaced: boolean;
+}
+
+/** `marsh kits rm`: the registration removed (its home is kept). */
+export interface KitRemovedReply {
+  readonly v: 1;
+  readonly t: "kits.removed";
+  readonly kit: KitInfo;
+}
+
 /** Every frame the daemon sends. */
 export type DaemonFrame =
   | AcceptedReply
@@ -232,6 +306,9 @@ export type DaemonFrame =
   | SplitsReply
   | StatusReply
   | GcReply
+  | KitsReply
+  | KitAddedReply
+  | KitRemovedReply
   | OkReply
   | ErrorReply;
 
@@ -295,6 +372,37 @@ function env(x: unknown): Record<string, string> {
   return out;
 }
 
+function strings(x: Record<string, unknown>, key: string, maxItems: number, max: number): string[] {
+  const v = x[key];
+  if (
+    !Array.isArray(v) || v.length > maxItems ||
+    !v.every((s) => typeof s === "string" && s.length <= max)
+  ) {
+    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
+  }
+  return v;
+}
+
+function kitsAdd(x: Record<string, unknown>): KitsAddRequest {
+  const wallS = x.wallS;
+  if (typeof wallS !== "number" || !Number.isSafeInteger(wallS)) {
+    throw new DaemonProtocolError("malformed kits.add frame: wallS");
+  }
+  return {
+    v: 1,
+    t: "kits.add",
+    name: str(x, "name", 256),
+    image: str(x, "image", 1024),
+    imageId: str(x, "imageId", 128),
+    entrypoint: x.entrypoint === null ? null : strings(x, "entrypoint", 256, 8192),
+    network: str(x, "network", 256),
+    env: strings(x, "env", 256, 256),
+    wallS,
+    home: x.home === null ? null : str(x, "home", 4096),
+    replace: bool(x, "replace"),
+  };
+}
+
 /** Validates a frame from a caller. */
 export function parseClientFrame(x: unknown): ClientFrame {
   if (!isObject(x) || x.v !== DAEMON_PROTOCOL) {
@@ -348,6 +456,12 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: x.t };
     case "gc":
       return { v: 1, t: "gc", cwd: str(x, "cwd", 4096), dryRun: bool(x, "dryRun") };
+    case "kits.add":
+      return kitsAdd(x);
+    case "kits.list":
+      return { v: 1, t: "kits.list" };
+    case "kits.rm":
+      return { v: 1, t: "kits.rm", name: str(x, "name", 256) };
   }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
@@ -371,6 +485,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "splits",
     "status",
     "gc",
+    "kits",
+    "kits.added",
+    "kits.removed",
     "ok",
     "error",
   ];
@@ -384,5 +501,20 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     throw new DaemonProtocolError(`malformed ${x.t} frame: manifest`);
   }
   if (x.t === "chunk") str(x, "data", MAX_DAEMON_FRAME);
+  if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
+    throw new DaemonProtocolError("malformed kits frame: kits");
+  }
+  if ((x.t === "kits.added" || x.t === "kits.removed") && !isKitInfo(x.kit)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame: kit`);
+  }
   return x as unknown as DaemonFrame;
+}
+
+function isKitInfo(x: unknown): x is KitInfo {
+  if (!isObject(x)) return false;
+  const words = (v: unknown) => Array.isArray(v) && v.every((s) => typeof s === "string");
+  return typeof x.name === "string" && typeof x.image === "string" &&
+    typeof x.image_id === "string" && (x.entrypoint === null || words(x.entrypoint)) &&
+    typeof x.network === "string" && words(x.env) && typeof x.wall_s === "number" &&
+    typeof x.home === "string" && typeof x.created_unix_ms === "number";
 }

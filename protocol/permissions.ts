@@ -61,8 +61,11 @@ export function cliFlags(home: string, branchSocket?: string): string[] {
 
 /**
  * The daemon: the control dir (journal, sockets, spool, attempt files, log),
- * its own socket and the branch socket slots, and the pinned Deno to start
- * its two services. No FFI, no project file.
+ * its own socket and the branch socket slots, the pinned Deno to start its
+ * two services, and `unshare` (from `PATH`; Deno resolves it at start, and
+ * one missing leaves nothing granted) to start the split-filesystem service
+ * in a user and mount namespace when the daemon is not root. No FFI, no
+ * project file.
  */
 export function daemonFlags(home: string, deno: string, slots: number): string[] {
   const sockets = [`unix:${home}/marshd.sock`];
@@ -76,6 +79,6 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
     `--allow-read=${home}`,
     `--allow-write=${home}`,
     `--allow-net=${sockets.join(",")}`,
-    `--allow-run=${deno}`,
+    `--allow-run=${deno},unshare`,
   ];
 }

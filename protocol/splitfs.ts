@@ -186,8 +186,15 @@ export interface ReopenRequest {
   readonly root: string;
   /** The split dir's identity from `created`. */
   readonly identity: WireIdentity;
-  /** The forks still expected, with their identities from `forked`. */
-  readonly forks: readonly { readonly label: string; readonly identity: WireIdentity }[];
+  /**
+   * The forks still expected, with their identities and strategies from
+   * `forked` (a `userns-overlay` fork's identity is its upper dir's).
+   */
+  readonly forks: readonly {
+    readonly label: string;
+    readonly identity: WireIdentity;
+    readonly strategy?: string;
+  }[];
   readonly git: boolean;
 }
 
@@ -298,6 +305,12 @@ export interface ForkedReply {
   readonly label: string;
   readonly path: string;
   readonly strategy: string;
+  /**
+   * What to journal and pass back in `reopen`: the fork root's identity;
+   * for `userns-overlay`, that of its upper dir `.overlay/<label>/upper`,
+   * since its mount lives only as long as the service's namespace (after a
+   * restart the fork's name shows the bare mount point).
+   */
   readonly identity: WireIdentity;
   readonly ms: number;
 }
@@ -500,10 +513,14 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         id: str(x, "id"),
         root: absPath(x, "root"),
         identity: wireIdentity(x.identity, "reopen frame"),
-        forks: list(x, "forks").map((f) => ({
-          label: str(f, "label"),
-          identity: wireIdentity(f.identity, "reopen frame"),
-        })),
+        forks: list(x, "forks").map((f) => {
+          const strategy = optStr(f, "strategy");
+          return {
+            label: str(f, "label"),
+            identity: wireIdentity(f.identity, "reopen frame"),
+            ...(strategy === undefined ? {} : { strategy }),
+          };
+        }),
         git: bool(x, "git"),
       };
     case "fork":

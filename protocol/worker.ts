@@ -40,6 +40,8 @@ export const MAX_ENV_ENTRIES = 4096;
 export const MAX_ENV_BYTES = 1024 * 1024;
 /** Longest error message; longer ones are cut when sent. */
 export const MAX_MESSAGE = 4096;
+/** Linux's largest pid (`pid_max` at most 2^22). */
+const MAX_PID = 2 ** 22;
 /** Attempt ids name a cgroup directory: a safe path component of at most 128 characters. */
 export const ATTEMPT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
@@ -65,6 +67,16 @@ export interface LaunchRequest {
    * `MARSH_SOCK` after the filter (which drops every `MARSH_*` the caller sent).
    */
   readonly socket?: string;
+  /**
+   * Run the branch inside the user and mount namespace of this process (the
+   * split-filesystem service of an unprivileged daemon, whose fork mounts
+   * exist only there): `nsenter --target PID --user --mount
+   * --preserve-credentials -- env --chdir=CWD -- bash -c SCRIPT`. Inside,
+   * the branch is uid 0, mapped to the daemon's own uid outside, with every
+   * capability in that namespace (it may mount and unmount there) and none
+   * outside it. Absent: `bash -c SCRIPT` in the host namespaces.
+   */
+  readonly namespace?: { readonly pid: number };
 }
 
 /** SIGINT to every process of the attempt, then SIGKILL to whatever is left after the grace. */
@@ -223,6 +235,17 @@ function env(x: Record<string, unknown>): Record<string, string> {
   return out;
 }
 
+function namespace(x: Record<string, unknown>): { pid: number } {
+  const v = x.namespace;
+  if (!isObject(v)) fail(x, "namespace must be an object");
+  const pid = v.pid;
+  // pid 1 is init's namespace: the host's, never one marsh made.
+  if (typeof pid !== "number" || !Number.isSafeInteger(pid) || pid < 2 || pid > MAX_PID) {
+    fail(x, `namespace.pid must be an integer from 2 to ${MAX_PID}`);
+  }
+  return { pid };
+}
+
 /**
  * Validates a request frame from the daemon.
  *
@@ -250,6 +273,7 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
         ...req,
         ...(limit === undefined ? {} : { outputLimit: limit }),
         ...(x.socket === undefined ? {} : { socket: absolute(x, "socket") }),
+        ...(x.namespace === undefined ? {} : { namespace: namespace(x) }),
       };
     }
     case "cancel": {
@@ -267,7 +291,6 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
   throw new WorkerProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }
 
-const MAX_PID = 2 ** 22;
 const SIGNAL_NAME = /^SIG[A-Z0-9+-]{1,16}$/;
 
 /**

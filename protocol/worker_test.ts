@@ -240,3 +240,23 @@ Deno.test({ name: "error messages are cut to the bound", permissions: "none" }, 
   assert.ok(cut.endsWith("…"));
   assert.equal(parseWorkerEvent({ v: 1, t: "error", message: cut }).t, "error");
 });
+
+Deno.test({
+  name: "a launch may name the namespace to run in, by a plausible pid only",
+  permissions: "none",
+}, () => {
+  assert.deepEqual(parseWorkerRequest({ ...launch, namespace: { pid: 4242 } }), {
+    ...launch,
+    namespace: { pid: 4242 },
+  });
+  // Unknown fields inside are dropped too.
+  assert.deepEqual(parseWorkerRequest({ ...launch, namespace: { pid: 2, user: 0 } }), {
+    ...launch,
+    namespace: { pid: 2 },
+  });
+  for (const bad of [null, 7, "7", [7], {}, { pid: 1 }, { pid: 0 }, { pid: -3 }, { pid: 1.5 }]) {
+    refused({ ...launch, namespace: bad }, "namespace");
+  }
+  refused({ ...launch, namespace: { pid: 2 ** 22 + 1 } }, "namespace.pid");
+  refused({ ...launch, namespace: { pid: "12" } }, "namespace.pid");
+});

@@ -3,7 +3,12 @@
  * as a child process with its own narrow permissions and exchanges frames
  * with it. Importing this module loads no FFI; the caller holds none.
  *
- * Needs `--allow-run=<deno>`.
+ * An unprivileged daemon starts it inside a user and mount namespace of its
+ * own (`unshare -Urm`, {@linkcode StartOptions.userNamespace}): there it may
+ * mount overlay forks (`userns-overlay`), which exist in that namespace only;
+ * shell branches on such forks join it (`nsenter`, worker/supervisor.pl).
+ *
+ * Needs `--allow-run=<deno>` (and `unshare` for a namespace).
  *
  * @module
  */
@@ -47,6 +52,57 @@ export type ProgressHandler = (progress: Omit<ProgressReply, "v" | "t">) => Prom
 export interface StartOptions {
   /** Least interval between progress replies, in ms (default 250; tests shorten it). */
   readonly progressIntervalMs?: number;
+  /**
+   * Start it in a new user and mount namespace where it is root (mapped to
+   * the caller's uid): `unshare --user --map-root-user --mount
+   * --propagation private -- <deno> run ...`. `unshare` execs, so the
+   * service's pid is a process of that namespace ({@linkcode SplitfsService.namespace}).
+   * Check first with {@linkcode probeUserNamespace}.
+   */
+  readonly userNamespace?: boolean;
+}
+
+/** The program that makes the service's namespace, found on `PATH`. */
+export const UNSHARE = "unshare";
+const UNSHARE_ARGS = ["--user", "--map-root-user", "--mount", "--propagation", "private"];
+
+/** Whether a user and mount namespace can be made here, and if not, why. */
+export type NamespaceProbe = { readonly ok: true } | {
+  readonly ok: false;
+  readonly reason: string;
+};
+
+/**
+ * Tries `unshare --user --map-root-user --mount --propagation private -- true`.
+ * Never throws: a missing or refused `unshare` is an answer.
+ *
+ * Needs `--allow-run=unshare`.
+ */
+export async function probeUserNamespace(): Promise<NamespaceProbe> {
+  const shown = `${UNSHARE} -Urm`;
+  let out: Deno.CommandOutput;
+  try {
+    out = await new Deno.Command(UNSHARE, {
+      args: [...UNSHARE_ARGS, "--", "true"],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) {
+      return { ok: false, reason: `${UNSHARE} (util-linux) is not on PATH` };
+    }
+    if (error instanceof Deno.errors.NotCapable || error instanceof Deno.errors.PermissionDenied) {
+      return { ok: false, reason: `the daemon may not run ${UNSHARE}: ${error.message}` };
+    }
+    return { ok: false, reason: `cannot run ${shown}: ${error}` };
+  }
+  if (out.success) return { ok: true };
+  const said = new TextDecoder().decode(out.stderr).trim().split("\n")[0]?.slice(0, 200);
+  return {
+    ok: false,
+    reason: `${shown} was refused (exit ${out.code}${said ? `: ${said}` : ""})`,
+  };
 }
 
 /** A running service. Requests are answered in order, one at a time. */
@@ -54,39 +110,56 @@ export class SplitfsService implements AsyncDisposable {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #frames: AsyncGenerator<unknown>;
+  readonly #userNamespace: boolean;
   #queue: Promise<unknown> = Promise.resolve();
   #closed = false;
 
-  private constructor(child: Deno.ChildProcess) {
+  private constructor(child: Deno.ChildProcess, userNamespace: boolean) {
     this.#child = child;
+    this.#userNamespace = userNamespace;
     this.#writer = child.stdin.getWriter();
     this.#frames = readFrames(child.stdout);
   }
 
-  /** Starts the service. */
+  /**
+   * Starts the service.
+   *
+   * @throws {Deno.errors.NotFound} when `unshare` is asked for and not on `PATH`
+   */
   static start(options: StartOptions = {}): SplitfsService {
     const interval = options.progressIntervalMs;
     if (interval !== undefined && (!Number.isSafeInteger(interval) || interval < 0)) {
       throw new RangeError(`invalid progress interval: ${interval}`);
     }
-    const child = new Deno.Command(denoPath(), {
-      args: [
-        "run",
-        ...splitfsFlags(),
-        `--config=${new URL("deno.json", repo).pathname}`,
-        new URL("splitfs/main.ts", repo).pathname,
-        ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
-      ],
+    const service = [
+      denoPath(),
+      "run",
+      ...splitfsFlags(),
+      `--config=${new URL("deno.json", repo).pathname}`,
+      new URL("splitfs/main.ts", repo).pathname,
+      ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
+    ];
+    const argv = options.userNamespace ? [UNSHARE, ...UNSHARE_ARGS, "--", ...service] : service;
+    const child = new Deno.Command(argv[0]!, {
+      args: argv.slice(1),
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    return new SplitfsService(child);
+    return new SplitfsService(child, options.userNamespace ?? false);
   }
 
   /** The service's process id (for logs and the memory tests). */
   get pid(): number {
     return this.#child.pid;
+  }
+
+  /**
+   * The service's user and mount namespace, named by its pid (for
+   * `nsenter --target`), or `null` when it runs in the caller's.
+   */
+  get namespace(): { readonly pid: number } | null {
+    return this.#userNamespace ? { pid: this.#child.pid } : null;
   }
 
   /**

@@ -215,7 +215,11 @@ function handle(req: SplitfsRequest, progressMs: number): void {
         root: req.root,
         id: req.id,
         identity: unwire(req.identity),
-        forks: req.forks.map((f) => ({ label: f.label, identity: unwire(f.identity) })),
+        forks: req.forks.map((f) => ({
+          label: f.label,
+          identity: unwire(f.identity),
+          ...(f.strategy === undefined ? {} : { strategy: f.strategy }),
+        })),
         git: req.git,
       });
       splits.set(req.id, ws);

@@ -91,8 +91,15 @@ export interface OpenOptions {
   readonly id: string;
   /** The split dir's `(dev, ino)` as journaled. */
   readonly identity: Identity;
-  /** The forks the journal knows, with their identities; unlisted forks are not held. */
-  readonly forks: readonly { readonly label: string; readonly identity: Identity }[];
+  /**
+   * The forks the journal knows, with their identities and strategies as
+   * {@linkcode SplitWorkspace.fork} gave them; unlisted forks are not held.
+   */
+  readonly forks: readonly {
+    readonly label: string;
+    readonly identity: Identity;
+    readonly strategy?: string;
+  }[];
   /** Whether the project is a Git repository (for {@linkcode SplitWorkspace.objectDirs}). */
   readonly git: boolean;
 }
@@ -110,6 +117,12 @@ export interface ForkInfo {
   readonly label: string;
   readonly path: string;
   readonly strategy: Fork["strategy"];
+  /**
+   * What {@linkcode SplitWorkspace.open} checks: the fork root's `(dev, ino)`;
+   * for `userns-overlay`, its upper dir's. That mount lives in the service's
+   * user and mount namespace and dies with it, so after a restart the fork's
+   * name shows the bare mount point while the upper dir holds the branch's work.
+   */
   readonly identity: Identity;
 }
 
@@ -130,7 +143,10 @@ interface HeldFork {
   readonly identity: Identity;
   /** The fork as made in this process; `null` after a reopen (untrusted, never captured). */
   readonly made: Fork | null;
-  /** An overlay fork's upper dir identity; `null` for a copy fork or after a reopen. */
+  /**
+   * An overlay fork's upper dir identity; `null` for a copy fork, and after
+   * a reopen for all but a `userns-overlay` fork (journaled by its upper dir).
+   */
   readonly upper?: Identity | null;
 }
 
@@ -420,6 +436,35 @@ export class SplitWorkspace implements Disposable {
       const forks: HeldFork[] = [];
       for (const f of opts.forks) {
         const fd = existing(`${dirPath}/${f.label}`, () => dir.openDir(f.label));
+        if (f.strategy === "userns-overlay") {
+          // Its mount died with the old service's namespace (the name shows the
+          // bare mount point) or is still up in this one: the upper dir is what
+          // the journal names either way.
+          const upperPath = `${dirPath}/${OVERLAY_DIR}/${f.label}/${UPPER_DIR}`;
+          let upper: Stat;
+          try {
+            using d = dir.openPath(`${OVERLAY_DIR}/${f.label}/${UPPER_DIR}`);
+            upper = d.stat();
+          } catch (error) {
+            if (isGone(error)) {
+              throw new WorkspaceReplacedError(`${upperPath} is gone or replaced`, {
+                cause: error,
+              });
+            }
+            throw error;
+          }
+          if (!sameIdentity(f.identity, upper)) {
+            throw new WorkspaceReplacedError(`${upperPath} is gone or replaced`);
+          }
+          forks.push({
+            label: f.label,
+            dir: fd,
+            identity: f.identity,
+            made: null,
+            upper: f.identity,
+          });
+          continue;
+        }
         if (!sameIdentity(f.identity, fd.stat())) {
           throw new WorkspaceReplacedError(`${dirPath}/${f.label} is gone or replaced`);
         }
@@ -548,11 +593,12 @@ export class SplitWorkspace implements Disposable {
       if (made.mount) removeOverlayFork(this.#dir, label, made.mount);
       throw error;
     }
+    const upper = this.#forks.get(label)!.upper;
     return {
       label,
       path: `${this.dirPath}/${label}`,
       strategy: made.strategy,
-      identity: made.identity,
+      identity: made.strategy === "userns-overlay" && upper ? upper : made.identity,
     };
   }
 
@@ -624,6 +670,19 @@ export class SplitWorkspace implements Disposable {
       }
       return;
     }
+    if (f.made === null && f.upper) {
+      // A reopened userns-overlay fork: its upper dir is the one journaled.
+      const upper = this.#overlayUpperIdentity(f.label);
+      if (upper === null || f.upper[0] !== upper[0] || f.upper[1] !== upper[1]) {
+        throw new WorkspaceReplacedError(
+          `${this.dirPath}/${OVERLAY_DIR}/${f.label} is gone or replaced`,
+        );
+      }
+      if (this.#dir.statAt(f.label)?.kind !== "dir") {
+        throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
+      }
+      return;
+    }
     if (!sameIdentity(f.identity, this.#dir.statAt(f.label))) {
       throw new WorkspaceReplacedError(`${this.dirPath}/${f.label} is gone or replaced`);
     }
@@ -683,7 +742,12 @@ export class SplitWorkspace implements Disposable {
     } catch (error) {
       // Git allows any bytes in a name; a patch path here cannot carry them.
       if (error instanceof InvalidNameError) {
-        const where = error.dir.slice(this.dirPath.length + 1);
+        // An overlay fork's candidates are listed in its upper layer: name the fork instead.
+        const upper = `${OVERLAY_DIR}/${label}/${UPPER_DIR}`;
+        let where = error.dir.slice(this.dirPath.length + 1);
+        if (where === upper || where.startsWith(`${upper}/`)) {
+          where = label + where.slice(upper.length);
+        }
         throw new RejectedError(`file name is not valid UTF-8: ${where}/${error.shown}`, {
           cause: error,
         });
@@ -893,13 +957,15 @@ export class SplitWorkspace implements Disposable {
   remove(): void {
     this.#checkSplit();
     for (const f of this.#forks.values()) this.#checkFork(f);
+    // The trash is opened before anything is let go: a planted one refuses the
+    // removal while the forks are still held and mounted.
+    using trash = this.#marsh.ensureDir(TRASH_DIR, 0o700);
     // Mounts go first, and are verified gone, before anything is deleted; our
     // own descriptors on them would keep them busy.
     for (const f of this.#forks.values()) closeFork(f);
     this.#forks.clear();
     this.#engine?.base.close();
     unmountBelow(this.dirPath);
-    using trash = this.#marsh.ensureDir(TRASH_DIR, 0o700);
     const name = `${this.id}-${crypto.randomUUID().slice(0, 8)}`;
     this.#splits.rename(this.id, trash, name);
     this.#dir.clear();
@@ -960,13 +1026,20 @@ export function probeForks(path: string): { strategy: string; reason: string } {
  * splits included) and no chain head stacks. Every split dir on disk holds
  * the list of its layers from before its base was mounted, so a mounted
  * layer is always referenced.
+ *
+ * @throws {RefusedError} when `root` has no `.marsh` directory (no split
+ *   was ever taken there: most likely not the project the caller meant)
  */
 export function collectLayers(
   root: string,
   dryRun: boolean,
 ): { root: string; removed: string[]; bytes: number; kept: number } {
   using rootDir = Dir.openAbsolute(root);
-  if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
+  if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") {
+    throw new RefusedError(
+      `no marsh project at ${root}: it has no ${MARSH_DIR} directory; run marsh gc in a project where marsh split ran`,
+    );
+  }
   using marsh = rootDir.openDir(MARSH_DIR);
   if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
   using store = LayerStore.open(marsh);

@@ -3,6 +3,11 @@
  * engine's API: special files, nested `.git`, files that keep changing,
  * tampered Git metadata, planted symlinks at every step, `git clean -xfd`
  * mid-split, and a repository whose own config would run programs.
+ *
+ * Each test runs on copy forks and on overlay forks (`forks: "auto"`, real
+ * mounts: the tests run as root), except where a hazard replaces a fork by
+ * path, which a mount point refuses (EBUSY): those keep a copy-only test and
+ * have an overlay test of the same hazard against the fork's upper layer.
  */
 
 import assert from "node:assert/strict";
@@ -10,6 +15,7 @@ import {
   exists,
   fingerprint,
   fingerprintDiff,
+  git,
   gitOk,
   gitProject,
   leaves,
@@ -22,15 +28,46 @@ import {
 import { InvalidNameError, SymlinkRefusedError } from "../splitfs/dir.ts";
 import { FsError } from "../splitfs/ffi.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "../splitfs/errors.ts";
-import { SplitWorkspace } from "../splitfs/workspace.ts";
+import { type CreateOptions, SplitWorkspace } from "../splitfs/workspace.ts";
 
+// awk and umount: the sandbox's dispose unmounts what a test left mounted.
 const perms = {
   ffi: true,
   read: true,
   write: true,
-  run: ["git"],
+  run: ["git", "awk", "umount"],
   env: ["PATH"],
 } satisfies Deno.PermissionOptions;
+
+/** Tests that need more tools than Git. */
+function running(...tools: string[]): Deno.PermissionOptions {
+  return { ...perms, run: [...perms.run, ...tools] };
+}
+
+/**
+ * Both fork policies: `copy` (a copied base, copy forks) and `auto` (a
+ * layered base mounted read-only, overlay forks; the tests run as root).
+ */
+const POLICIES = ["copy", "auto"] as const;
+type Policy = typeof POLICIES[number];
+
+/**
+ * `SplitWorkspace.create` under `forks`, checking that `auto` really took
+ * overlay forks: a silent fallback to copies would test copies twice.
+ */
+function create(
+  opts: Omit<CreateOptions, "id" | "forks"> & { id?: string },
+  forks: Policy,
+): SplitWorkspace {
+  const ws = SplitWorkspace.create({ id: "s1", ...opts, forks });
+  try {
+    assert.equal(ws.forkChoice.strategy, forks === "auto" ? "overlay" : "copy");
+  } catch (error) {
+    ws.close();
+    throw error;
+  }
+  return ws;
+}
 
 function splitDir(root: string, id = "s1"): string {
   return `${root}/.marsh/split/${id}`;
@@ -65,398 +102,439 @@ function loop(body: string, cwd: string, stopFile: string): Loop {
   };
 }
 
-Deno.test({
-  name: "snapshot prunes FIFOs, sockets and nested .git dirs and gitfiles, and follows no symlink",
-  permissions: { ...perms, run: ["git", "mkfifo", "python3"] },
-}, async () => {
-  using sb = sandbox();
-  const opts = { home: sb.home };
-  await gitProject(sb, { "a.txt": "a\n", "deep/x/b.txt": "b\n" });
-  await run("mkfifo", ["pipe", "deep/x/pipe"], { ...opts, cwd: sb.root });
-  const bind = "import socket, sys\nfor p in sys.argv[1:]: socket.socket(socket.AF_UNIX).bind(p)";
-  await run("python3", ["-c", bind, "sock", "deep/sock"], { ...opts, cwd: sb.root });
-  put(sb.root, "vendor/lib/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
-  put(sb.root, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
-  put(sb.root, "vendor/lib/code.c", "int x;\n");
-  put(sb.root, "deep/x/y/.git", `gitdir: ${sb.outside}\n`);
-  Deno.mkdirSync(`${sb.root}/linked`);
-  Deno.symlinkSync(sb.outside, `${sb.root}/linked/.git`);
-  put(sb.outside, "secret", "outside the project\n");
-  Deno.symlinkSync(sb.outside, `${sb.root}/escape-dir`);
-  Deno.symlinkSync(`../outside/secret`, `${sb.root}/escape-file`);
-  assert.equal(Deno.lstatSync(`${sb.root}/sock`).isSocket, true);
-  assert.equal(Deno.lstatSync(`${sb.root}/pipe`).isFifo, true);
-  const outside = fingerprint(sb.outside, { times: true });
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `snapshot prunes FIFOs, sockets and nested .git dirs and gitfiles, and follows no symlink (forks: ${forks})`,
+    permissions: running("mkfifo", "python3"),
+  }, async () => {
+    using sb = sandbox();
+    const opts = { home: sb.home };
+    await gitProject(sb, { "a.txt": "a\n", "deep/x/b.txt": "b\n" });
+    await run("mkfifo", ["pipe", "deep/x/pipe"], { ...opts, cwd: sb.root });
+    const bind = "import socket, sys\nfor p in sys.argv[1:]: socket.socket(socket.AF_UNIX).bind(p)";
+    await run("python3", ["-c", bind, "sock", "deep/sock"], { ...opts, cwd: sb.root });
+    put(sb.root, "vendor/lib/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
+    put(sb.root, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+    put(sb.root, "vendor/lib/code.c", "int x;\n");
+    put(sb.root, "deep/x/y/.git", `gitdir: ${sb.outside}\n`);
+    Deno.mkdirSync(`${sb.root}/linked`);
+    Deno.symlinkSync(sb.outside, `${sb.root}/linked/.git`);
+    put(sb.outside, "secret", "outside the project\n");
+    Deno.symlinkSync(sb.outside, `${sb.root}/escape-dir`);
+    Deno.symlinkSync(`../outside/secret`, `${sb.root}/escape-file`);
+    assert.equal(Deno.lstatSync(`${sb.root}/sock`).isSocket, true);
+    assert.equal(Deno.lstatSync(`${sb.root}/pipe`).isFifo, true);
+    const outside = fingerprint(sb.outside, { times: true });
 
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const base = `${splitDir(sb.root)}/base`;
-  assert.deepEqual(leaves(base), [
-    "a.txt",
-    "deep/x/b.txt",
-    "escape-dir",
-    "escape-file",
-    "vendor/lib/code.c",
-  ]);
-  assert.equal(Deno.readLinkSync(`${base}/escape-dir`), sb.outside);
-  assert.equal(Deno.readLinkSync(`${base}/escape-file`), "../outside/secret");
-  assert.equal(ws.snapshot.prunedSpecial, 4);
-  assert.equal(ws.snapshot.prunedGit, 4, "the root .git and three nested ones");
-  assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
+    using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const base = `${splitDir(sb.root)}/base`;
+    assert.deepEqual(leaves(base), [
+      "a.txt",
+      "deep/x/b.txt",
+      "escape-dir",
+      "escape-file",
+      "vendor/lib/code.c",
+    ]);
+    assert.equal(Deno.readLinkSync(`${base}/escape-dir`), sb.outside);
+    assert.equal(Deno.readLinkSync(`${base}/escape-file`), "../outside/secret");
+    assert.equal(ws.snapshot.prunedSpecial, 4);
+    assert.equal(ws.snapshot.prunedGit, 4, "the root .git and three nested ones");
+    assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
 
-  // A fork and its capture see the same pruned tree: nothing changed.
-  ws.fork("a");
-  assert.equal(ws.capture("a").files, 0);
-});
+    // A fork and its capture see the same pruned tree: nothing changed.
+    ws.fork("a");
+    assert.equal(ws.capture("a").files, 0);
+  });
+}
 
-Deno.test({
-  name: "snapshot fails with file kept changing while writers append, and leaves nothing",
-  permissions: { ...perms, run: ["bash"] },
-}, async () => {
-  using sb = sandbox();
-  const initial = 16 * 1024 * 1024;
-  put(sb.root, "a.txt", "a\n");
-  put(sb.root, "logs/big.log", new Uint8Array(initial).fill(0x61));
-  // Three writers, so that one descheduled on a loaded machine is not enough
-  // to give a copy a quiet moment.
-  const writers = [1, 2, 3].map((n) =>
-    loop(`printf ${n} >> logs/big.log`, sb.root, `${sb.top}/stop-writers`)
-  );
-  let failedId: string | undefined;
-  try {
-    const size = () => Deno.statSync(`${sb.root}/logs/big.log`).size;
-    while (size() === initial) await new Promise((r) => setTimeout(r, 5));
-    // One quiet copy of the four lets a snapshot through; sixteen snapshots
-    // in a row that each had one are not the scheduler's doing.
-    for (let i = 0; i < 16 && failedId === undefined; i++) {
-      const id = `s${i}`;
-      try {
-        SplitWorkspace.create({ root: sb.root, id, env: {} }).remove();
-        continue;
-      } catch (error) {
-        if (!(error instanceof SnapshotError)) throw error;
-        assert.equal(error.message, "file kept changing: logs/big.log");
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `snapshot fails with file kept changing while writers append, and leaves nothing (forks: ${forks})`,
+    permissions: running("bash"),
+  }, async () => {
+    using sb = sandbox();
+    const initial = 16 * 1024 * 1024;
+    put(sb.root, "a.txt", "a\n");
+    put(sb.root, "logs/big.log", new Uint8Array(initial).fill(0x61));
+    // Three writers, so that one descheduled on a loaded machine is not enough
+    // to give a copy a quiet moment.
+    const writers = [1, 2, 3].map((n) =>
+      loop(`printf ${n} >> logs/big.log`, sb.root, `${sb.top}/stop-writers`)
+    );
+    let failedId: string | undefined;
+    try {
+      const size = () => Deno.statSync(`${sb.root}/logs/big.log`).size;
+      while (size() === initial) await new Promise((r) => setTimeout(r, 5));
+      // One quiet copy of the four lets a snapshot through; sixteen snapshots
+      // in a row that each had one are not the scheduler's doing.
+      for (let i = 0; i < 16 && failedId === undefined; i++) {
+        const id = `s${i}`;
+        try {
+          create({ root: sb.root, id, env: {} }, forks).remove();
+          continue;
+        } catch (error) {
+          if (!(error instanceof SnapshotError)) throw error;
+          assert.equal(error.message, "file kept changing: logs/big.log");
+        }
+        assert.equal(exists(splitDir(sb.root, id)), false);
+        assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/split`)], []);
+        failedId = id;
       }
-      assert.equal(exists(splitDir(sb.root, id)), false);
-      assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/split`)], []);
-      failedId = id;
+    } finally {
+      for (const w of writers) await w.stop();
     }
-  } finally {
-    for (const w of writers) await w.stop();
-  }
-  assert.ok(failedId, "sixteen snapshots never noticed a file that kept changing");
-  // With the writer gone the same id snapshots fine: the failed attempt left nothing.
-  using ws = SplitWorkspace.create({ root: sb.root, id: failedId, env: {} });
-  assert.equal(ws.snapshot.files, 2);
-  const big = `${splitDir(sb.root, failedId)}/base/logs/big.log`;
-  assert.equal(Deno.statSync(big).size, Deno.statSync(`${sb.root}/logs/big.log`).size);
-});
+    assert.ok(failedId, "sixteen snapshots never noticed a file that kept changing");
+    // With the writer gone the same id snapshots fine: the failed attempt left nothing.
+    using ws = create({ root: sb.root, id: failedId, env: {} }, forks);
+    assert.equal(ws.snapshot.files, 2);
+    const big = `${splitDir(sb.root, failedId)}/base/logs/big.log`;
+    assert.equal(Deno.statSync(big).size, Deno.statSync(`${sb.root}/logs/big.log`).size);
+  });
+}
 
-Deno.test({
-  name: "snapshot never follows a symlink swapped in for a directory during the walk",
-  permissions: { ...perms, run: ["bash"] },
-}, async () => {
-  using sb = sandbox();
-  for (let i = 0; i < 200; i++) put(sb.root, `dir/f${i}.txt`, `${i}\n`);
-  put(sb.root, "dir/inner/x.txt", "x\n");
-  const marker = "SECRET-OUTSIDE-MARKER";
-  put(sb.outside, "f1.txt", marker);
-  put(sb.outside, "inner/x.txt", marker);
-  const outside = fingerprint(sb.outside, { times: true });
-  const swapper = loop(
-    `mv dir dir.swap; ln -s '${sb.outside}' dir; rm dir; mv dir.swap dir`,
-    sb.root,
-    `${sb.top}/stop-swapper`,
-  );
-  let made = 0, refused = 0;
-  try {
-    for (let i = 0; i < 20; i++) {
-      let ws: SplitWorkspace;
-      try {
-        ws = SplitWorkspace.create({ root: sb.root, id: `s${i}`, env: {} });
-      } catch (error) {
-        // Refusing (or finding the directory gone) is fine; following is not.
-        // A failed create leaves nothing.
-        const vanished = error instanceof FsError && error.code === "ENOENT";
-        if (!(error instanceof SymlinkRefusedError || vanished)) throw error;
-        assert.equal(exists(splitDir(sb.root, `s${i}`)), false);
-        refused++;
-        continue;
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `snapshot never follows a symlink swapped in for a directory during the walk (forks: ${forks})`,
+    permissions: running("bash"),
+  }, async () => {
+    using sb = sandbox();
+    for (let i = 0; i < 200; i++) put(sb.root, `dir/f${i}.txt`, `${i}\n`);
+    put(sb.root, "dir/inner/x.txt", "x\n");
+    const marker = "SECRET-OUTSIDE-MARKER";
+    put(sb.outside, "f1.txt", marker);
+    put(sb.outside, "inner/x.txt", marker);
+    const outside = fingerprint(sb.outside, { times: true });
+    const swapper = loop(
+      `mv dir dir.swap; ln -s '${sb.outside}' dir; rm dir; mv dir.swap dir`,
+      sb.root,
+      `${sb.top}/stop-swapper`,
+    );
+    let made = 0, refused = 0;
+    try {
+      for (let i = 0; i < 20; i++) {
+        let ws: SplitWorkspace;
+        try {
+          ws = create({ root: sb.root, id: `s${i}`, env: {} }, forks);
+        } catch (error) {
+          // Refusing (or finding the directory gone) is fine; following is not.
+          // A failed create leaves nothing.
+          const vanished = error instanceof FsError && error.code === "ENOENT";
+          if (!(error instanceof SymlinkRefusedError || vanished)) throw error;
+          assert.equal(exists(splitDir(sb.root, `s${i}`)), false);
+          refused++;
+          continue;
+        }
+        const base = `${splitDir(sb.root, `s${i}`)}/base`;
+        for (const [rel, v] of fingerprint(base)) {
+          if (!v.startsWith("file ")) continue;
+          assert.notEqual(text(`${base}/${rel}`), marker, `${rel} was read through the symlink`);
+        }
+        ws.remove();
+        made++;
       }
-      const base = `${splitDir(sb.root, `s${i}`)}/base`;
-      for (const [rel, v] of fingerprint(base)) {
-        if (!v.startsWith("file ")) continue;
-        assert.notEqual(text(`${base}/${rel}`), marker, `${rel} was read through the symlink`);
-      }
-      ws.remove();
-      made++;
+    } finally {
+      await swapper.stop();
     }
-  } finally {
-    await swapper.stop();
-  }
-  assert.equal(made + refused, 20);
-  assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
-});
-
-Deno.test({
-  name: "capture rejects a fork whose gitfile or Git admin files were tampered with",
-  permissions: perms,
-}, async () => {
-  using sb = sandbox();
-  const opts = { home: sb.home };
-  await gitProject(sb, { "a.txt": "a\n" });
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const admin = (label: string) => `${splitDir(sb.root)}/.admin/${label}`;
-  const cases: [string, (fork: string, admin: string) => void, string][] = [
-    ["config", (_f, a) => {
-      Deno.writeTextFileSync(`${a}/config`, `\tfsmonitor = ${sb.outside}/x\n`, { append: true });
-    }, "admin file changed: config"],
-    ["hookspath", (_f, a) => {
-      Deno.writeTextFileSync(`${a}/config`, `[core]\n\thooksPath = ${sb.outside}\n`, {
-        append: true,
-      });
-    }, "admin file changed: config"],
-    [
-      "hooks",
-      (_f, a) => put(a, "hooks/post-checkout", "#!/bin/sh\n", 0o755),
-      "admin dir has an unexpected entry: hooks",
-    ],
-    [
-      "commondir",
-      (_f, a) => put(a, "commondir", `${sb.root}/.git\n`),
-      "admin dir has an unexpected entry: commondir",
-    ],
-    [
-      "gitdir",
-      (_f, a) => put(a, "gitdir", `${sb.root}/.git\n`),
-      "admin dir has an unexpected entry: gitdir",
-    ],
-    [
-      "worktree",
-      (_f, a) => put(a, "config.worktree", "[core]\n\tfsmonitor = true\n"),
-      "admin dir has an unexpected entry: config.worktree",
-    ],
-    ["alternates", (_f, a) => {
-      Deno.writeTextFileSync(`${a}/objects/info/alternates`, `${sb.outside}\n`, { append: true });
-    }, "admin file changed: objects/info/alternates"],
-    ["head", (_f, a) => put(a, "HEAD", "ref: refs/heads/main\n"), "admin file changed: HEAD"],
-    ["exclude", (_f, a) => put(a, "info/exclude", "*\n"), "admin file changed: info/exclude"],
-    [
-      "attributes",
-      (_f, a) => put(a, "info/attributes", "* filter=x\n"),
-      "admin dir has an unexpected entry: info/attributes",
-    ],
-    [
-      "reflink",
-      (_f, a) => Deno.symlinkSync(sb.outside, `${a}/refs/heads/evil`),
-      "admin dir has a symlink: refs/heads/evil",
-    ],
-    ["gitfile", (f) => put(f, ".git", `gitdir: ${sb.root}/.git\n`), "admin file changed: .git"],
-    ["nogitfile", (f) => Deno.removeSync(`${f}/.git`), "admin file changed: .git"],
-    ["admindir", (_f, a) => {
-      Deno.renameSync(a, `${a}.moved`);
-      Deno.symlinkSync(`${a}.moved`, a);
-    }, "admin dir is missing or replaced: .admin/admindir"],
-  ];
-  for (const [label, tamper, reason] of cases) {
-    const fork = ws.fork(label);
-    put(fork.path, "a.txt", `changed in ${label}\n`);
-    tamper(fork.path, admin(label));
-    expectRejected(ws, label, reason);
-    assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/${label}`)], []);
-  }
-
-  // A normal commit inside a fork is Git's own state, never a rejection.
-  const ok = ws.fork("commit");
-  put(ok.path, "a.txt", "committed\n");
-  await gitOk(ok.path, ["add", "-A"], opts);
-  await gitOk(ok.path, ["commit", "-q", "-m", "in the fork"], opts);
-  await gitOk(ok.path, ["status"], opts);
-  await gitOk(ok.path, ["log", "--oneline"], opts);
-  assert.equal(ws.capture("commit").files, 1);
-
-  // A rejected fork is removed by the caller; its out/ stays for the status.
-  ws.removeFork("config");
-  assert.equal(exists(`${splitDir(sb.root)}/config`), false);
-  assert.equal(exists(admin("config")), false);
-  assert.equal(exists(`${splitDir(sb.root)}/out/config`), true);
-});
-
-Deno.test({
-  name: "capture rejects a nested .git anywhere in a fork, even inside a new ignored directory",
-  permissions: perms,
-}, async () => {
-  using sb = sandbox();
-  await gitProject(sb, { ".gitignore": "build/\n", "sub/a.txt": "a\n", "sub/deeper/b.txt": "b\n" });
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const cases: [string, string, string][] = [
-    ["existing", "sub/.git/config", "nested .git at sub/.git"],
-    ["gitfile", "sub/deeper/.git", "nested .git at sub/deeper/.git"],
-    ["newdir", "newdir/x/.git", "nested .git at newdir/x/.git"],
-    ["ignored", "build/x/.git/config", "nested .git at build/x/.git"],
-    // Names git apply refuses as .git look-alikes (core.protectNTFS, case folding).
-    ["upper", "sub/.GIT/config", "nested .git at sub/.GIT"],
-    ["ntfs-short", "git~1/config", "nested .git at git~1"],
-    ["ntfs-dots", "sub/.git. /config", "nested .git at sub/.git. "],
-    ["root-upper", ".Git/config", "nested .git at .Git"],
-  ];
-  for (const [label, rel, reason] of cases) {
-    const fork = ws.fork(label);
-    put(fork.path, rel, "[core]\n\tfsmonitor = /bin/false\n");
-    expectRejected(ws, label, reason);
-  }
-  const link = ws.fork("link");
-  Deno.symlinkSync(sb.outside, `${link.path}/sub/.git`);
-  expectRejected(ws, "link", "nested .git at sub/.git");
-});
-
-Deno.test({
-  name: "capture rejects a .git a branch made at the root of a fork of a project without Git",
-  permissions: perms,
-}, async () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
-  assert.equal(ws.git, null);
-  const fork = ws.fork("a");
-  await gitOk(fork.path, ["init", "-q"], { home: sb.home });
-  await gitOk(fork.path, ["config", "core.fsmonitor", `${sb.outside}/fsmonitor`], {
-    home: sb.home,
+    assert.equal(made + refused, 20);
+    assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
   });
-  expectRejected(ws, "a", "nested .git at .git");
-  const plain = ws.fork("plain");
-  put(plain.path, "a.txt", "changed\n");
-  assert.equal(ws.capture("plain").files, 1);
-});
+}
 
-Deno.test({
-  name:
-    "capture rejects names that are not UTF-8 and oversized ignore files; remove still cleans up",
-  permissions: { ...perms, run: ["git", "bash"] },
-}, async () => {
-  using sb = sandbox();
-  const opts = { home: sb.home };
-  await gitProject(sb, { "a.txt": "a\n" });
-  const ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const bad = ws.fork("badname");
-  await run("bash", ["-c", "mkdir -p sub && printf x > $'sub/bad\\xff'"], {
-    ...opts,
-    cwd: bad.path,
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `capture rejects a fork whose gitfile or Git admin files were tampered with (forks: ${forks})`,
+    permissions: perms,
+  }, async () => {
+    using sb = sandbox();
+    const opts = { home: sb.home };
+    await gitProject(sb, { "a.txt": "a\n" });
+    using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const admin = (label: string) => `${splitDir(sb.root)}/.admin/${label}`;
+    const cases: [string, (fork: string, admin: string) => void, string][] = [
+      ["config", (_f, a) => {
+        Deno.writeTextFileSync(`${a}/config`, `\tfsmonitor = ${sb.outside}/x\n`, { append: true });
+      }, "admin file changed: config"],
+      ["hookspath", (_f, a) => {
+        Deno.writeTextFileSync(`${a}/config`, `[core]\n\thooksPath = ${sb.outside}\n`, {
+          append: true,
+        });
+      }, "admin file changed: config"],
+      [
+        "hooks",
+        (_f, a) => put(a, "hooks/post-checkout", "#!/bin/sh\n", 0o755),
+        "admin dir has an unexpected entry: hooks",
+      ],
+      [
+        "commondir",
+        (_f, a) => put(a, "commondir", `${sb.root}/.git\n`),
+        "admin dir has an unexpected entry: commondir",
+      ],
+      [
+        "gitdir",
+        (_f, a) => put(a, "gitdir", `${sb.root}/.git\n`),
+        "admin dir has an unexpected entry: gitdir",
+      ],
+      [
+        "worktree",
+        (_f, a) => put(a, "config.worktree", "[core]\n\tfsmonitor = true\n"),
+        "admin dir has an unexpected entry: config.worktree",
+      ],
+      ["alternates", (_f, a) => {
+        Deno.writeTextFileSync(`${a}/objects/info/alternates`, `${sb.outside}\n`, { append: true });
+      }, "admin file changed: objects/info/alternates"],
+      ["head", (_f, a) => put(a, "HEAD", "ref: refs/heads/main\n"), "admin file changed: HEAD"],
+      ["exclude", (_f, a) => put(a, "info/exclude", "*\n"), "admin file changed: info/exclude"],
+      [
+        "attributes",
+        (_f, a) => put(a, "info/attributes", "* filter=x\n"),
+        "admin dir has an unexpected entry: info/attributes",
+      ],
+      [
+        "reflink",
+        (_f, a) => Deno.symlinkSync(sb.outside, `${a}/refs/heads/evil`),
+        "admin dir has a symlink: refs/heads/evil",
+      ],
+      ["gitfile", (f) => put(f, ".git", `gitdir: ${sb.root}/.git\n`), "admin file changed: .git"],
+      ["nogitfile", (f) => Deno.removeSync(`${f}/.git`), "admin file changed: .git"],
+      ["admindir", (_f, a) => {
+        Deno.renameSync(a, `${a}.moved`);
+        Deno.symlinkSync(`${a}.moved`, a);
+      }, "admin dir is missing or replaced: .admin/admindir"],
+    ];
+    for (const [label, tamper, reason] of cases) {
+      const fork = ws.fork(label);
+      put(fork.path, "a.txt", `changed in ${label}\n`);
+      tamper(fork.path, admin(label));
+      expectRejected(ws, label, reason);
+      assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/${label}`)], []);
+    }
+
+    // A normal commit inside a fork is Git's own state, never a rejection.
+    const ok = ws.fork("commit");
+    put(ok.path, "a.txt", "committed\n");
+    await gitOk(ok.path, ["add", "-A"], opts);
+    await gitOk(ok.path, ["commit", "-q", "-m", "in the fork"], opts);
+    await gitOk(ok.path, ["status"], opts);
+    await gitOk(ok.path, ["log", "--oneline"], opts);
+    assert.equal(ws.capture("commit").files, 1);
+
+    // A rejected fork is removed by the caller; its out/ stays for the status.
+    ws.removeFork("config");
+    assert.equal(exists(`${splitDir(sb.root)}/config`), false);
+    assert.equal(exists(admin("config")), false);
+    assert.equal(exists(`${splitDir(sb.root)}/out/config`), true);
   });
-  expectRejected(ws, "badname", "file name is not valid UTF-8: badname/sub/bad\\xff");
-  ws.fork("badref");
-  await run("bash", ["-c", "printf x > $'refs/heads/\\xfe'"], {
-    ...opts,
-    cwd: `${splitDir(sb.root)}/.admin/badref`,
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `capture rejects a nested .git anywhere in a fork, even inside a new ignored directory (forks: ${forks})`,
+    permissions: perms,
+  }, async () => {
+    using sb = sandbox();
+    await gitProject(sb, {
+      ".gitignore": "build/\n",
+      "sub/a.txt": "a\n",
+      "sub/deeper/b.txt": "b\n",
+    });
+    using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const cases: [string, string, string][] = [
+      ["existing", "sub/.git/config", "nested .git at sub/.git"],
+      ["gitfile", "sub/deeper/.git", "nested .git at sub/deeper/.git"],
+      ["newdir", "newdir/x/.git", "nested .git at newdir/x/.git"],
+      ["ignored", "build/x/.git/config", "nested .git at build/x/.git"],
+      // Names git apply refuses as .git look-alikes (core.protectNTFS, case folding).
+      ["upper", "sub/.GIT/config", "nested .git at sub/.GIT"],
+      ["ntfs-short", "git~1/config", "nested .git at git~1"],
+      ["ntfs-dots", "sub/.git. /config", "nested .git at sub/.git. "],
+      ["root-upper", ".Git/config", "nested .git at .Git"],
+    ];
+    for (const [label, rel, reason] of cases) {
+      const fork = ws.fork(label);
+      put(fork.path, rel, "[core]\n\tfsmonitor = /bin/false\n");
+      expectRejected(ws, label, reason);
+    }
+    const link = ws.fork("link");
+    Deno.symlinkSync(sb.outside, `${link.path}/sub/.git`);
+    expectRejected(ws, "link", "nested .git at sub/.git");
   });
-  expectRejected(ws, "badref", "file name is not valid UTF-8: .admin/badref/refs/heads/\\xfe");
-  const big = ws.fork("bigignore");
-  put(big.path, "sub/.gitignore", new Uint8Array(16 * 1024 * 1024 + 1).fill(0x61));
-  expectRejected(ws, "bigignore", "ignore file too large: sub/.gitignore");
+}
 
-  // Removal goes by raw names: nothing a branch named can keep the split alive.
-  ws.remove();
-  assert.equal(exists(splitDir(sb.root)), false);
-  assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/.trash`)], []);
-});
-
-Deno.test({
-  name: "create fails clearly on a project file name that is not UTF-8, and leaves nothing",
-  permissions: { ...perms, run: ["bash"] },
-}, async () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  await run("bash", ["-c", "mkdir -p dir && printf x > $'dir/caf\\xe9.txt'"], {
-    home: sb.home,
-    cwd: sb.root,
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `capture rejects a .git a branch made at the root of a fork of a project without Git (forks: ${forks})`,
+    permissions: perms,
+  }, async () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    using ws = create({ root: sb.root, env: {} }, forks);
+    assert.equal(ws.git, null);
+    const fork = ws.fork("a");
+    await gitOk(fork.path, ["init", "-q"], { home: sb.home });
+    await gitOk(fork.path, ["config", "core.fsmonitor", `${sb.outside}/fsmonitor`], {
+      home: sb.home,
+    });
+    expectRejected(ws, "a", "nested .git at .git");
+    const plain = ws.fork("plain");
+    put(plain.path, "a.txt", "changed\n");
+    assert.equal(ws.capture("plain").files, 1);
   });
-  const err = throwsA(
-    () => SplitWorkspace.create({ root: sb.root, id: "s1", env: {} }),
-    InvalidNameError,
-  );
-  assert.equal(err.message, `file name is not valid UTF-8 in ${sb.root}/dir: "caf\\xe9.txt"`);
-  assert.equal(exists(splitDir(sb.root)), false);
-});
+}
 
-Deno.test({
-  name: "a branch's symlinks to outside the project are captured as links, never followed",
-  permissions: perms,
-}, async () => {
-  using sb = sandbox();
-  await gitProject(sb, { "dir/a.txt": "a\n" });
-  put(sb.outside, "secret", "SECRET-OUTSIDE\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const fork = ws.fork("a");
-  Deno.removeSync(`${fork.path}/dir`, { recursive: true });
-  Deno.symlinkSync(sb.outside, `${fork.path}/dir`);
-  Deno.symlinkSync(`${sb.outside}/secret`, `${fork.path}/leak`);
-  ws.capture("a");
-  const out = `${splitDir(sb.root)}/out/a`;
-  assert.deepEqual(text(`${out}/files`).split("\n").filter((l) => l).sort(), [
-    "A\tdir",
-    "A\tleak",
-    "D\tdir/a.txt",
-  ]);
-  const patch = text(`${out}/diff.patch`);
-  assert.match(patch, /^new file mode 120000$/m);
-  assert.doesNotMatch(patch, /SECRET-OUTSIDE/);
-});
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `capture rejects names that are not UTF-8 and oversized ignore files; remove still cleans up (forks: ${forks})`,
+    permissions: running("bash"),
+  }, async () => {
+    using sb = sandbox();
+    const opts = { home: sb.home };
+    await gitProject(sb, { "a.txt": "a\n" });
+    const ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const bad = ws.fork("badname");
+    await run("bash", ["-c", "mkdir -p sub && printf x > $'sub/bad\\xff'"], {
+      ...opts,
+      cwd: bad.path,
+    });
+    expectRejected(ws, "badname", "file name is not valid UTF-8: badname/sub/bad\\xff");
+    ws.fork("badref");
+    await run("bash", ["-c", "printf x > $'refs/heads/\\xfe'"], {
+      ...opts,
+      cwd: `${splitDir(sb.root)}/.admin/badref`,
+    });
+    expectRejected(ws, "badref", "file name is not valid UTF-8: .admin/badref/refs/heads/\\xfe");
+    const big = ws.fork("bigignore");
+    put(big.path, "sub/.gitignore", new Uint8Array(16 * 1024 * 1024 + 1).fill(0x61));
+    expectRejected(ws, "bigignore", "ignore file too large: sub/.gitignore");
 
+    // Removal goes by raw names: nothing a branch named can keep the split alive.
+    ws.remove();
+    assert.equal(exists(splitDir(sb.root)), false);
+    assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/.trash`)], []);
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `create fails clearly on a project file name that is not UTF-8, and leaves nothing (forks: ${forks})`,
+    permissions: running("bash"),
+  }, async () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    await run("bash", ["-c", "mkdir -p dir && printf x > $'dir/caf\\xe9.txt'"], {
+      home: sb.home,
+      cwd: sb.root,
+    });
+    const err = throwsA(
+      () => create({ root: sb.root, env: {} }, forks),
+      InvalidNameError,
+    );
+    assert.equal(err.message, `file name is not valid UTF-8 in ${sb.root}/dir: "caf\\xe9.txt"`);
+    assert.equal(exists(splitDir(sb.root)), false);
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `a branch's symlinks to outside the project are captured as links, never followed (forks: ${forks})`,
+    permissions: perms,
+  }, async () => {
+    using sb = sandbox();
+    await gitProject(sb, { "dir/a.txt": "a\n" });
+    put(sb.outside, "secret", "SECRET-OUTSIDE\n");
+    using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const fork = ws.fork("a");
+    Deno.removeSync(`${fork.path}/dir`, { recursive: true });
+    Deno.symlinkSync(sb.outside, `${fork.path}/dir`);
+    Deno.symlinkSync(`${sb.outside}/secret`, `${fork.path}/leak`);
+    ws.capture("a");
+    const out = `${splitDir(sb.root)}/out/a`;
+    assert.deepEqual(text(`${out}/files`).split("\n").filter((l) => l).sort(), [
+      "A\tdir",
+      "A\tleak",
+      "D\tdir/a.txt",
+    ]);
+    const patch = text(`${out}/diff.patch`);
+    assert.match(patch, /^new file mode 120000$/m);
+    assert.doesNotMatch(patch, /SECRET-OUTSIDE/);
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `create refuses a .marsh planted as a symlink and writes nothing through it (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    Deno.symlinkSync(sb.outside, `${sb.root}/.marsh`);
+    const err = throwsA(
+      () => create({ root: sb.root, env: {} }, forks),
+      SymlinkRefusedError,
+    );
+    assert.match(err.message, /refusing to follow a symlink at .*\/\.marsh$/);
+    assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+    assert.equal(Deno.lstatSync(`${sb.root}/.marsh`).isSymlink, true);
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `create refuses a .marsh/split planted as a symlink and writes nothing through it (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    Deno.mkdirSync(`${sb.root}/.marsh`);
+    Deno.symlinkSync(sb.outside, `${sb.root}/.marsh/split`);
+    const err = throwsA(
+      () => create({ root: sb.root, env: {} }, forks),
+      SymlinkRefusedError,
+    );
+    assert.match(err.message, /refusing to follow a symlink at .*\/\.marsh\/split$/);
+    assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `create refuses a split id pre-created as a symlink and writes nothing through it (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    Deno.mkdirSync(`${sb.root}/.marsh/split`, { recursive: true });
+    Deno.symlinkSync(sb.outside, splitDir(sb.root));
+    const err = throwsA(
+      () => create({ root: sb.root, env: {} }, forks),
+      SnapshotError,
+    );
+    assert.equal(err.message, `split s1 already exists in ${sb.root}`);
+    assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+    assert.equal(Deno.lstatSync(splitDir(sb.root)).isSymlink, true);
+  });
+}
+
+// Copy forks only: an overlay fork is a mount point, which rename(2) refuses
+// (EBUSY); the overlay variant below swaps its upper layer instead.
 Deno.test({
-  name: "create refuses a .marsh planted as a symlink and writes nothing through it",
+  name: "capture and remove refuse a fork swapped for a symlink, and remove nothing (forks: copy)",
   permissions: perms,
 }, () => {
   using sb = sandbox();
   put(sb.root, "a.txt", "a\n");
-  Deno.symlinkSync(sb.outside, `${sb.root}/.marsh`);
-  const err = throwsA(
-    () => SplitWorkspace.create({ root: sb.root, id: "s1", env: {} }),
-    SymlinkRefusedError,
-  );
-  assert.match(err.message, /refusing to follow a symlink at .*\/\.marsh$/);
-  assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
-  assert.equal(Deno.lstatSync(`${sb.root}/.marsh`).isSymlink, true);
-});
-
-Deno.test({
-  name: "create refuses a .marsh/split planted as a symlink and writes nothing through it",
-  permissions: perms,
-}, () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  Deno.mkdirSync(`${sb.root}/.marsh`);
-  Deno.symlinkSync(sb.outside, `${sb.root}/.marsh/split`);
-  const err = throwsA(
-    () => SplitWorkspace.create({ root: sb.root, id: "s1", env: {} }),
-    SymlinkRefusedError,
-  );
-  assert.match(err.message, /refusing to follow a symlink at .*\/\.marsh\/split$/);
-  assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
-});
-
-Deno.test({
-  name: "create refuses a split id pre-created as a symlink and writes nothing through it",
-  permissions: perms,
-}, () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  Deno.mkdirSync(`${sb.root}/.marsh/split`, { recursive: true });
-  Deno.symlinkSync(sb.outside, splitDir(sb.root));
-  const err = throwsA(
-    () => SplitWorkspace.create({ root: sb.root, id: "s1", env: {} }),
-    SnapshotError,
-  );
-  assert.equal(err.message, `split s1 already exists in ${sb.root}`);
-  assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
-  assert.equal(Deno.lstatSync(splitDir(sb.root)).isSymlink, true);
-});
-
-Deno.test({
-  name: "capture and remove refuse a fork swapped for a symlink, and remove nothing",
-  permissions: perms,
-}, () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
+  using ws = create({ root: sb.root, env: {} }, "copy");
   const fork = ws.fork("a");
   put(fork.path, "a.txt", "changed\n");
   put(sb.outside, "a.txt", "outside\n");
@@ -474,67 +552,109 @@ Deno.test({
 });
 
 Deno.test({
-  name: "capture rejects an out/<label> replaced by a symlink as tampered with",
+  name:
+    "capture and remove refuse an overlay fork whose upper layer was swapped for a symlink, and remove nothing (forks: auto)",
   permissions: perms,
 }, () => {
   using sb = sandbox();
   put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
+  using ws = create({ root: sb.root, env: {} }, "auto");
   const fork = ws.fork("a");
   put(fork.path, "a.txt", "changed\n");
-  const out = `${splitDir(sb.root)}/out/a`;
-  Deno.removeSync(out);
-  Deno.symlinkSync(sb.outside, out);
-  expectRejected(ws, "a", "out/a was tampered with");
-  assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+  // The mount point itself cannot be moved aside.
+  assert.throws(() => Deno.renameSync(fork.path, `${fork.path}.moved`), /Device or resource busy/);
+  const upper = `${splitDir(sb.root)}/.overlay/a`;
+  put(sb.outside, "upper/a.txt", "outside\n");
+  const outside = fingerprint(sb.outside, { times: true });
+  Deno.renameSync(upper, `${upper}.moved`);
+  Deno.symlinkSync(sb.outside, upper);
+  const err = throwsA(() => ws.capture("a"), WorkspaceReplacedError);
+  assert.equal(err.message, "workspace replaced");
+  assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/a`)], []);
+  throwsA(() => ws.remove(), WorkspaceReplacedError);
+  assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
+  assert.equal(Deno.lstatSync(upper).isSymlink, true);
+  assert.equal(text(`${upper}.moved/upper/a.txt`), "changed\n");
+  assert.equal(text(`${fork.path}/a.txt`), "changed\n", "the fork is still mounted");
+  assert.equal(text(`${splitDir(sb.root)}/base/a.txt`), "a\n");
 });
 
-Deno.test({
-  name: "capture rejects an out/<label> file planted as a symlink and never writes through it",
-  permissions: perms,
-}, () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
-  for (const name of ["diff.patch", "files"]) {
-    const label = name.replace(".", "-");
-    const fork = ws.fork(label);
+for (const forks of POLICIES) {
+  Deno.test({
+    name: `capture rejects an out/<label> replaced by a symlink as tampered with (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    using ws = create({ root: sb.root, env: {} }, forks);
+    const fork = ws.fork("a");
     put(fork.path, "a.txt", "changed\n");
-    put(sb.outside, name, "victim\n");
-    Deno.symlinkSync(`${sb.outside}/${name}`, `${splitDir(sb.root)}/out/${label}/${name}`);
-    expectRejected(ws, label, `out/${label} was tampered with`);
-    assert.equal(text(`${sb.outside}/${name}`), "victim\n");
-    assert.deepEqual(
-      [...Deno.readDirSync(`${splitDir(sb.root)}/out/${label}`)].map((e) => e.name),
-      [
-        name,
-      ],
-    );
-  }
-});
+    const out = `${splitDir(sb.root)}/out/a`;
+    Deno.removeSync(out);
+    Deno.symlinkSync(sb.outside, out);
+    expectRejected(ws, "a", "out/a was tampered with");
+    assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+  });
+}
 
-Deno.test({
-  name: "remove refuses a .marsh/.trash planted as a symlink and removes nothing",
-  permissions: perms,
-}, () => {
-  using sb = sandbox();
-  put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
-  ws.fork("a");
-  Deno.symlinkSync(sb.outside, `${sb.root}/.marsh/.trash`);
-  throwsA(() => ws.remove(), SymlinkRefusedError);
-  assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
-  assert.equal(text(`${splitDir(sb.root)}/a/a.txt`), "a\n");
-});
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `capture rejects an out/<label> file planted as a symlink and never writes through it (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    using ws = create({ root: sb.root, env: {} }, forks);
+    for (const name of ["diff.patch", "files"]) {
+      const label = name.replace(".", "-");
+      const fork = ws.fork(label);
+      put(fork.path, "a.txt", "changed\n");
+      put(sb.outside, name, "victim\n");
+      Deno.symlinkSync(`${sb.outside}/${name}`, `${splitDir(sb.root)}/out/${label}/${name}`);
+      expectRejected(ws, label, `out/${label} was tampered with`);
+      assert.equal(text(`${sb.outside}/${name}`), "victim\n");
+      assert.deepEqual(
+        [...Deno.readDirSync(`${splitDir(sb.root)}/out/${label}`)].map((e) => e.name),
+        [
+          name,
+        ],
+      );
+    }
+  });
+}
 
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `remove refuses a .marsh/.trash planted as a symlink and removes nothing (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    using ws = create({ root: sb.root, env: {} }, forks);
+    const fork = ws.fork("a");
+    put(fork.path, "b.txt", "b\n");
+    Deno.symlinkSync(sb.outside, `${sb.root}/.marsh/.trash`);
+    throwsA(() => ws.remove(), SymlinkRefusedError);
+    assert.deepEqual([...Deno.readDirSync(sb.outside)], []);
+    assert.equal(text(`${splitDir(sb.root)}/a/a.txt`), "a\n");
+    // Refused before anything was let go: the fork is still held (and mounted), and captures.
+    assert.equal(ws.capture("a").files, 1);
+  });
+}
+
+// Copy forks only: git clean deletes a copy fork and its base outright; the
+// overlay variant below is the same hazard against mounted forks.
 Deno.test({
-  name: "git clean -xfd mid-split makes capture and remove fail with workspace replaced",
+  name:
+    "git clean -xfd mid-split makes capture and remove fail with workspace replaced (forks: copy)",
   permissions: perms,
 }, async () => {
   using sb = sandbox();
   const opts = { home: sb.home };
   await gitProject(sb, { "a.txt": "a\n" });
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
+  using ws = create({ root: sb.root, env: { HOME: sb.home } }, "copy");
   const fork = ws.fork("a");
   put(fork.path, "a.txt", "changed\n");
   await gitOk(sb.root, ["clean", "-xfd"], opts);
@@ -553,12 +673,69 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a fork replaced by a same-named directory fails capture and remove and survives",
+  name:
+    "git clean -xfd mid-split deletes an overlay fork's upper layer and the layers but not the mounts: capture and remove fail with workspace replaced and remove nothing (forks: auto)",
+  permissions: perms,
+}, async () => {
+  using sb = sandbox();
+  const opts = { home: sb.home };
+  await gitProject(sb, { "a.txt": "a\n", "dir/b.txt": "b\n" });
+  using ws = create({ root: sb.root, env: { HOME: sb.home } }, "auto");
+  const fork = ws.fork("a");
+  put(fork.path, "a.txt", "changed\n");
+  const clean = await git(sb.root, ["clean", "-xfdq"], opts);
+  // The mounted fork and base cannot go (busy, read-only); everything else does.
+  assert.equal(clean.code, 1, clean.stderr);
+  assert.match(clean.stderr, /Device or resource busy|Read-only file system/);
+  assert.equal(exists(`${sb.root}/.marsh/layers`), false);
+  assert.equal(exists(`${splitDir(sb.root)}/.overlay`), false);
+  assert.equal(exists(`${splitDir(sb.root)}/out`), false);
+  assert.equal(text(`${splitDir(sb.root)}/base/dir/b.txt`), "b\n");
+  // Same-named directories made after the clean are not ours: nothing may remove them.
+  put(splitDir(sb.root), ".overlay/a/upper/keep-me", "new owner\n");
+  put(sb.root, ".marsh/layers/keep-me", "new owner\n");
+  const after = fingerprint(`${sb.root}/.marsh`, { times: true });
+
+  const captureErr = throwsA(() => ws.capture("a"), WorkspaceReplacedError);
+  assert.equal(captureErr.message, "workspace replaced");
+  const removeErr = throwsA(() => ws.remove(), WorkspaceReplacedError);
+  assert.equal(removeErr.message, "workspace replaced");
+  assert.deepEqual(fingerprintDiff(after, fingerprint(`${sb.root}/.marsh`, { times: true })), []);
+  assert.equal(exists(`${sb.root}/.marsh/.trash`), false);
+});
+
+Deno.test({
+  name:
+    "an overlay fork's upper layer or a base layer deleted by path fails capture with workspace replaced (forks: auto)",
   permissions: perms,
 }, () => {
   using sb = sandbox();
   put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
+  using ws = create({ root: sb.root, env: {} }, "auto");
+  const gone = ws.fork("gone");
+  const ok = ws.fork("ok");
+  put(gone.path, "a.txt", "changed\n");
+  put(ok.path, "a.txt", "changed\n");
+  // The upper layer holds the branch's work: without it capture would see no change.
+  Deno.removeSync(`${splitDir(sb.root)}/.overlay/gone`, { recursive: true });
+  throwsA(() => ws.capture("gone"), WorkspaceReplacedError);
+  assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/gone`)], []);
+  const [layer] = ws.layers!.layers;
+  Deno.removeSync(`${sb.root}/.marsh/layers/${layer}`, { recursive: true });
+  throwsA(() => ws.capture("ok"), WorkspaceReplacedError);
+  assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/ok`)], []);
+});
+
+// Copy forks only: an overlay fork is a mount point, which rmdir(2) refuses
+// (EBUSY); the overlay variant below replaces its upper layer instead.
+Deno.test({
+  name:
+    "a fork replaced by a same-named directory fails capture and remove and survives (forks: copy)",
+  permissions: perms,
+}, () => {
+  using sb = sandbox();
+  put(sb.root, "a.txt", "a\n");
+  using ws = create({ root: sb.root, env: {} }, "copy");
   const fork = ws.fork("a");
   Deno.removeSync(fork.path, { recursive: true });
   put(fork.path, "keep-me", "new owner\n");
@@ -569,89 +746,118 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a split dir moved away and replaced by a same-named directory is never touched by path",
+  name:
+    "an overlay fork whose upper layer was replaced by a same-named directory fails capture and remove and survives (forks: auto)",
   permissions: perms,
 }, () => {
   using sb = sandbox();
   put(sb.root, "a.txt", "a\n");
-  using ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: {} });
+  using ws = create({ root: sb.root, env: {} }, "auto");
   const fork = ws.fork("a");
   put(fork.path, "a.txt", "changed\n");
-  const moved = `${sb.root}/.marsh/moved`;
-  Deno.renameSync(splitDir(sb.root), moved);
-  put(splitDir(sb.root), "a/keep-me", "new owner\n");
-  const after = fingerprint(`${sb.root}/.marsh`, { times: true });
+  assert.throws(() => Deno.removeSync(fork.path), /Device or resource busy/);
+  const upper = `${splitDir(sb.root)}/.overlay/a`;
+  Deno.removeSync(upper, { recursive: true });
+  put(upper, "upper/keep-me", "new owner\n");
   throwsA(() => ws.capture("a"), WorkspaceReplacedError);
   throwsA(() => ws.remove(), WorkspaceReplacedError);
-  assert.deepEqual(fingerprintDiff(after, fingerprint(`${sb.root}/.marsh`, { times: true })), []);
-
-  // Without forks only the split dir's own identity stands between remove() and the path.
-  using bare = SplitWorkspace.create({ root: sb.root, id: "s2", env: {} });
-  Deno.renameSync(splitDir(sb.root, "s2"), `${moved}2`);
-  Deno.mkdirSync(splitDir(sb.root, "s2"));
-  throwsA(() => bare.remove(), WorkspaceReplacedError);
-  assert.equal(exists(splitDir(sb.root, "s2")), true);
-  assert.equal(exists(`${moved}2/base/a.txt`), true);
+  assert.equal(text(`${upper}/upper/keep-me`), "new owner\n");
+  assert.equal(exists(`${splitDir(sb.root)}/base/a.txt`), true);
 });
 
-Deno.test({
-  name:
-    "a repo's own fsmonitor, filters, hooks and external diff never run, in the engine or in a fork",
-  permissions: { ...perms, run: ["git", "touch"] },
-}, async () => {
-  using sb = sandbox();
-  const opts = { home: sb.home };
-  await gitProject(sb, { "a.txt": "a\n", "b.txt": "b\n", ".gitattributes": "* filter=x diff=x\n" });
-  const marker = `${sb.outside}/marker`;
-  const script = (name: string, body: string) => {
-    put(sb.outside, name, `#!/bin/sh\necho ${name} "$@" >> '${marker}'\n${body}`, 0o755);
-    return `${sb.outside}/${name}`;
-  };
-  const config: [string, string][] = [
-    ["core.fsmonitor", script("fsmonitor", "")],
-    ["filter.x.clean", script("clean", "cat\n")],
-    ["filter.x.smudge", script("smudge", "cat\n")],
-    ["filter.x.required", "true"],
-    ["diff.x.textconv", script("textconv", 'cat "$1"\n')],
-    ["diff.external", script("external", "")],
-    ["core.hooksPath", `${sb.outside}/hooks`],
-  ];
-  script("hooks/pre-commit", "");
-  script("hooks/post-commit", "");
-  script("hooks/post-index-change", "");
-  for (const [key, value] of config) await gitOk(sb.root, ["config", key, value], opts);
-  // A stat-dirty tracked file, so Git in the project would clean it through the filter.
-  await run("touch", ["-d", "@1600000000", "a.txt"], { ...opts, cwd: sb.root });
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `a split dir moved away and replaced by a same-named directory is never touched by path (forks: ${forks})`,
+    permissions: perms,
+  }, () => {
+    using sb = sandbox();
+    put(sb.root, "a.txt", "a\n");
+    using ws = create({ root: sb.root, env: {} }, forks);
+    const fork = ws.fork("a");
+    put(fork.path, "a.txt", "changed\n");
+    const moved = `${sb.root}/.marsh/moved`;
+    Deno.renameSync(splitDir(sb.root), moved);
+    put(splitDir(sb.root), "a/keep-me", "new owner\n");
+    const after = fingerprint(`${sb.root}/.marsh`, { times: true });
+    throwsA(() => ws.capture("a"), WorkspaceReplacedError);
+    throwsA(() => ws.remove(), WorkspaceReplacedError);
+    assert.deepEqual(fingerprintDiff(after, fingerprint(`${sb.root}/.marsh`, { times: true })), []);
 
-  const ws = SplitWorkspace.create({ root: sb.root, id: "s1", env: { HOME: sb.home } });
-  const fork = ws.fork("a");
-  put(fork.path, "a.txt", "changed in the fork\n");
-  put(fork.path, "c.txt", "new\n");
-  assert.equal(exists(marker), false, "the engine ran something");
-  for (
-    const args of [
-      ["status"],
-      ["diff"],
-      ["diff", "--ext-diff"],
-      ["add", "-A"],
-      ["commit", "-q", "-m", "in the fork"],
-      ["status"],
-    ]
-  ) {
-    await gitOk(sb.top, ["-C", fork.path, ...args], opts);
-    assert.equal(
-      exists(marker),
-      false,
-      `git ${args.join(" ")} in the fork ran: ${exists(marker) ? text(marker) : ""}`,
-    );
-  }
-  assert.equal(ws.capture("a").files, 2);
-  ws.remove();
-  assert.equal(exists(marker), false);
+    // Without forks only the split dir's own identity stands between remove() and the path.
+    using bare = create({ root: sb.root, id: "s2", env: {} }, forks);
+    Deno.renameSync(splitDir(sb.root, "s2"), `${moved}2`);
+    Deno.mkdirSync(splitDir(sb.root, "s2"));
+    throwsA(() => bare.remove(), WorkspaceReplacedError);
+    assert.equal(exists(splitDir(sb.root, "s2")), true);
+    assert.equal(exists(`${moved}2/base/a.txt`), true);
+  });
+}
 
-  // The control: the same Git in the project itself does run them.
-  await gitOk(sb.root, ["status"], opts);
-  await gitOk(sb.root, ["add", "a.txt"], opts);
-  assert.match(text(marker), /fsmonitor/);
-  assert.match(text(marker), /clean/);
-});
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `a repo's own fsmonitor, filters, hooks and external diff never run, in the engine or in a fork (forks: ${forks})`,
+    permissions: running("touch"),
+  }, async () => {
+    using sb = sandbox();
+    const opts = { home: sb.home };
+    await gitProject(sb, {
+      "a.txt": "a\n",
+      "b.txt": "b\n",
+      ".gitattributes": "* filter=x diff=x\n",
+    });
+    const marker = `${sb.outside}/marker`;
+    const script = (name: string, body: string) => {
+      put(sb.outside, name, `#!/bin/sh\necho ${name} "$@" >> '${marker}'\n${body}`, 0o755);
+      return `${sb.outside}/${name}`;
+    };
+    const config: [string, string][] = [
+      ["core.fsmonitor", script("fsmonitor", "")],
+      ["filter.x.clean", script("clean", "cat\n")],
+      ["filter.x.smudge", script("smudge", "cat\n")],
+      ["filter.x.required", "true"],
+      ["diff.x.textconv", script("textconv", 'cat "$1"\n')],
+      ["diff.external", script("external", "")],
+      ["core.hooksPath", `${sb.outside}/hooks`],
+    ];
+    script("hooks/pre-commit", "");
+    script("hooks/post-commit", "");
+    script("hooks/post-index-change", "");
+    for (const [key, value] of config) await gitOk(sb.root, ["config", key, value], opts);
+    // A stat-dirty tracked file, so Git in the project would clean it through the filter.
+    await run("touch", ["-d", "@1600000000", "a.txt"], { ...opts, cwd: sb.root });
+
+    const ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    const fork = ws.fork("a");
+    put(fork.path, "a.txt", "changed in the fork\n");
+    put(fork.path, "c.txt", "new\n");
+    assert.equal(exists(marker), false, "the engine ran something");
+    for (
+      const args of [
+        ["status"],
+        ["diff"],
+        ["diff", "--ext-diff"],
+        ["add", "-A"],
+        ["commit", "-q", "-m", "in the fork"],
+        ["status"],
+      ]
+    ) {
+      await gitOk(sb.top, ["-C", fork.path, ...args], opts);
+      assert.equal(
+        exists(marker),
+        false,
+        `git ${args.join(" ")} in the fork ran: ${exists(marker) ? text(marker) : ""}`,
+      );
+    }
+    assert.equal(ws.capture("a").files, 2);
+    ws.remove();
+    assert.equal(exists(marker), false);
+
+    // The control: the same Git in the project itself does run them.
+    await gitOk(sb.root, ["status"], opts);
+    await gitOk(sb.root, ["add", "a.txt"], opts);
+    assert.match(text(marker), /fsmonitor/);
+    assert.match(text(marker), /clean/);
+  });
+}

@@ -141,6 +141,7 @@ export class Attempt {
         mode: this.#opts.forceSubreaper ? "subreaper" : "auto",
         attempt: req.attempt,
         cwd: req.cwd,
+        ...(req.namespace ? { namespace: req.namespace.pid } : {}),
         stdin: req.stdin,
         script: req.script,
         // The branch's socket is the daemon's to give, never the caller's.

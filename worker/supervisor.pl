@@ -68,8 +68,9 @@ my $cfg = read_exact($len + 0);
 defined $cfg or fail('the config ended early');
 my @f = split /\0/, $cfg, -1;
 pop @f;    # after the last terminator
-fail('bad config') unless @f >= 8 && $f[0] eq 'marsh-supervisor/1';
-my (undef, $mode, $attempt, $cg, $cwd, $stdin, $script, $nrs, @env) = @f;
+fail('bad config') unless @f >= 9 && $f[0] eq 'marsh-supervisor/2';
+my (undef, $mode, $attempt, $cg, $cwd, $ns, $stdin, $script, $nrs, @env) = @f;
+fail("bad namespace pid: $ns") unless $ns eq '' || $ns =~ /^[1-9][0-9]{0,7}$/;
 my ($want_int, $want_kill) = (0, 0);
 fail("bad syscall numbers: $nrs") unless $nrs =~ /^\d+,\d+,\d+,\d+,\d+$/;
 my ($SYS_prctl, $SYS_setsid, $SYS_close, $SYS_clone3, $SYS_rt_sigprocmask) = split /,/, $nrs;
@@ -98,7 +99,26 @@ if ($mode eq 'adopt') {
   supervise(0);
 }
 
-chdir($cwd) or fail("cannot enter $cwd: $!");
+# In a namespace the fork is mounted only there: $cwd is entered inside it,
+# after nsenter (whose --wd would resolve the path here, outside), by env.
+my @run = ('bash', 'bash', '-c', $script);
+if ($ns eq '') {
+  chdir($cwd) or fail("cannot enter $cwd: $!");
+} else {
+  # Marsh's own plumbing comes from the system, never from the branch's PATH.
+  my ($nsenter, $envbin) = map { tool($_) } qw(nsenter env);
+  fail("cannot run the branch in a namespace: nsenter (util-linux) is not installed")
+    unless defined $nsenter;
+  fail('cannot run the branch in a namespace: env (coreutils) is not installed')
+    unless defined $envbin;
+  # A gone namespace fails here, before anything runs.
+  open(my $mnt, '<', "/proc/$ns/ns/mnt")
+    or fail("cannot enter the namespace of process $ns: $!");
+  close($mnt);
+  chdir('/') or fail("cannot enter /: $!");
+  @run = ($nsenter, 'nsenter', "--target=$ns", '--user', '--mount', '--preserve-credentials',
+    '--', $envbin, "--chdir=$cwd", '--', 'bash', '-c', $script);
+}
 my $in;
 if ($stdin eq '') {
   open($in, '<', '/dev/null') or fail("cannot open /dev/null: $!");
@@ -166,8 +186,8 @@ if ($pid == 0) {
     my ($k, $v) = split /=/, $kv, 2;
     $ENV{$k} = $v;
   }
-  { exec { 'bash' } 'bash', '-c', $script; }
-  print STDERR "marsh: cannot run bash: $!\n";
+  { exec { $run[0] } @run[1 .. $#run]; }
+  print STDERR "marsh: cannot run $run[1]: $!\n";
   exit 127;
 }
 syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # pending ones are ignored here
@@ -370,6 +390,14 @@ sub cgroup_base {
   $own = '' if $own eq '/';
   return (undef, "unusable cgroup path $mnt$own") if "$mnt$own" =~ /\n| \(deleted\)$/;
   return ("$mnt$own/marsh");
+}
+
+sub tool {
+  my ($name) = @_;
+  for my $dir (qw(/usr/bin /bin /usr/sbin /sbin)) {
+    return "$dir/$name" if -x "$dir/$name";
+  }
+  return undef;
 }
 
 sub mkdir_p {

@@ -35,7 +35,15 @@ export interface SupervisorConfig {
   readonly attempt: string;
   /** `adopt` only: the cgroup to empty. */
   readonly cgroup?: string;
+  /** The branch's working directory; with {@linkcode namespace}, as that namespace sees it. */
   readonly cwd: string;
+  /**
+   * The pid whose user and mount namespace the branch runs in: `nsenter`
+   * (which, entering no pid namespace, execs rather than forks, so the
+   * branch keeps the pid, cgroup and parent the supervisor gave it), then
+   * `env --chdir` (inside, where the fork is mounted), then `bash`.
+   */
+  readonly namespace?: number;
   readonly stdin: string | null;
   readonly script: string;
   /** Already filtered. */
@@ -84,11 +92,12 @@ export function encodeConfig(cfg: SupervisorConfig): Uint8Array {
     throw new SupervisorError(`no syscall numbers for ${Deno.build.arch}`);
   }
   const fields = [
-    "marsh-supervisor/1",
+    "marsh-supervisor/2",
     cfg.mode,
     cfg.attempt,
     cfg.cgroup ?? "",
     cfg.cwd,
+    cfg.namespace === undefined ? "" : String(cfg.namespace),
     cfg.stdin ?? "",
     cfg.script,
     nrs,

@@ -66,16 +66,27 @@ Deno.test({
   assert.equal(Number(text.slice(0, nl)), new TextEncoder().encode(body).length);
   const fields = body.split("\0");
   assert.equal(fields.pop(), "");
-  assert.deepEqual(fields.slice(0, 7), [
-    "marsh-supervisor/1",
+  assert.deepEqual(fields.slice(0, 8), [
+    "marsh-supervisor/2",
     "auto",
     "a",
     "",
     "/f",
     "",
+    "",
     "echo 'x=y'",
   ]);
-  assert.deepEqual(fields.slice(8), ["A=1=2", "B="]);
+  assert.deepEqual(fields.slice(9), ["A=1=2", "B="]);
+  const inNs = new TextDecoder().decode(encodeConfig({
+    mode: "auto",
+    attempt: "a",
+    cwd: "/f",
+    namespace: 4242,
+    stdin: null,
+    script: "true",
+    env: {},
+  }));
+  assert.equal(inNs.slice(inNs.indexOf("\n") + 1).split("\0")[5], "4242");
   assert.throws(
     () =>
       encodeConfig({ mode: "auto", attempt: "a", cwd: "/f", stdin: null, script: "\0", env: {} }),

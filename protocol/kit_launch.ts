@@ -1,0 +1,277 @@
+/**
+ * The launch of one argv branch as a Kit container (spec 000 §1, §8;
+ * DESIGN.md §3): what the daemon tells the worker, and the one parser that
+ * validates it at the boundary. The worker turns it into exactly one
+ * container (`worker/kit_container.ts`).
+ *
+ * @module
+ */
+
+import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./worker.ts";
+
+/** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
+export const MAX_WALL_S = 86_400;
+/** Most arguments in `argv`. */
+export const MAX_ARGS = 65_536;
+/** Most bytes of `argv`, counted like `execve` does (each argument plus its NUL). */
+export const MAX_ARGV_BYTES = 1024 * 1024;
+/** Most entries in `env`, and most bytes of its `NAME=VALUE` entries. */
+export const MAX_ENV_ENTRIES = 4096;
+export const MAX_ENV_BYTES = 1024 * 1024;
+/** Most object directories bound read-only. */
+export const MAX_OBJECT_DIRS = 16;
+/** Longest job, split or label id carried into a container label. */
+export const MAX_ID_BYTES = 256;
+/**
+ * Kit names, as `marsh kit build` accepts them (`KIT_NAME_RULE` in
+ * `engine/kit_build.ts`; repeated here so the contract imports no engine code).
+ */
+export const KIT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
+/** A variable name the kit may pass through. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
+/** Docker network names (`none`, `bridge`, or a user-defined network). */
+export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+
+/**
+ * Names a kit's `env` list never passes from the caller: the ones the worker
+ * sets (`HOME`, `MARSH_JOB`; later `MARSH_ENTRY`), the image's own `PATH`
+ * (spec 004 §4 puts `/run/marsh/bin` in front of it), and marsh's and the
+ * engine's variables (`MARSH_*`, `DOCKER_*`, as the registry refuses them).
+ */
+export function isReservedEnvName(name: string): boolean {
+  const upper = name.toUpperCase();
+  return upper === "HOME" || upper === "PATH" || upper.startsWith("MARSH_") ||
+    upper.startsWith("DOCKER_");
+}
+
+/** A registered Kit command as the worker needs it. */
+export interface KitSpec {
+  /** The registered command name; `argv[0]` of a launch. */
+  readonly name: string;
+  /** The image reference (`marsh-kit/<name>:<tag>`) or id. */
+  readonly image: string;
+  /**
+   * The kit's command in the image. Set: the container's `ENTRYPOINT`, and it
+   * gets `argv[1..]`. `null`: the image's own entrypoint (if any) stays and
+   * the command is `argv`, so `argv[0]` (the kit name) must be a program on the
+   * image's `PATH` (or an entrypoint script must `exec "$@"`).
+   */
+  readonly entrypoint: readonly string[] | null;
+  /** Docker network mode: `none` unless the kit says otherwise (DESIGN.md §8). */
+  readonly network: string;
+  /** Names passed from the caller's env, when the caller has them ({@linkcode isReservedEnvName} never). */
+  readonly env: readonly string[];
+  /** Wall clock in seconds, from the container's start. */
+  readonly wallS: number;
+  /** The host directory bound read-write at the image user's home. */
+  readonly home: string;
+}
+
+/** One argv branch attempt (`::: LABEL CMD ARGS...`) to run as a Kit container. */
+export interface KitLaunch {
+  readonly job: string;
+  /** Names the container (`marsh-<attempt>`) and its labels; {@linkcode ATTEMPT_ID}. */
+  readonly attempt: string;
+  readonly split: string;
+  readonly label: string;
+  readonly kit: KitSpec;
+  /** `CMD ARGS` verbatim; `CMD` is the kit name. */
+  readonly argv: readonly string[];
+  /** The caller's filtered env; only `kit.env` names pass. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Absolute host path of the fork root. */
+  readonly fork: string;
+  /** Absolute path inside the fork (the same path inside the container). */
+  readonly cwd: string;
+  /** `<split>/.admin/<label>` for Git projects, else `null`. */
+  readonly admin: string | null;
+  /** `store.git/objects` and the user's `.git/objects`, bound read-only. */
+  readonly objectDirs: readonly string[];
+  /** The spool file (host path), or `null` for empty stdin. */
+  readonly stdin: string | null;
+  /** Host files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Bytes of stdout and stderr together that are kept; more stops the container. */
+  readonly outputLimit: number;
+  /** Host dir bound read-only at `/run/marsh` (the capability dir); `null` = none. */
+  readonly capDir: string | null;
+}
+
+/** A value that is not a valid {@linkcode KitLaunch}. */
+export class KitLaunchProtocolError extends Error {
+  override name = "KitLaunchProtocolError";
+}
+
+const enc = new TextEncoder();
+
+function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === "object" && x !== null && !Array.isArray(x);
+}
+
+function fail(what: string): never {
+  throw new KitLaunchProtocolError(`malformed kit launch: ${what}`);
+}
+
+function bytes(s: string): number {
+  return enc.encode(s).length;
+}
+
+function str(x: Record<string, unknown>, key: string, max: number, where = ""): string {
+  const v = x[key];
+  if (typeof v !== "string" || v === "") fail(`${where}${key} must be a non-empty string`);
+  if (v.length > max || bytes(v) > max) fail(`${where}${key} is longer than ${max} bytes`);
+  if (v.includes("\0")) fail(`${where}${key} contains a NUL byte`);
+  return v;
+}
+
+/**
+ * Whether `p` is an absolute path with no `.`, `..` or empty component: a
+ * mount source the engine resolves as written, so none may climb out.
+ */
+export function isCleanAbsolute(p: string): boolean {
+  if (!p.startsWith("/") || p.includes("\0") || bytes(p) > MAX_PATH_BYTES) return false;
+  if (p === "/") return true;
+  return p.slice(1).split("/").every((c) => c !== "" && c !== "." && c !== "..");
+}
+
+function path(x: Record<string, unknown>, key: string, where = ""): string {
+  const v = x[key];
+  if (typeof v !== "string" || !isCleanAbsolute(v)) {
+    fail(`${where}${key} must be an absolute path without ".", ".." or empty components`);
+  }
+  return v;
+}
+
+function optPath(x: Record<string, unknown>, key: string): string | null {
+  return x[key] === null ? null : path(x, key);
+}
+
+function stringList(v: unknown, what: string, maxItems: number, maxBytes: number): string[] {
+  if (!Array.isArray(v)) fail(`${what} must be an array of strings`);
+  if (v.length > maxItems) fail(`${what} has more than ${maxItems} entries`);
+  let total = 0;
+  const out: string[] = [];
+  for (const s of v) {
+    if (typeof s !== "string" || s.includes("\0")) fail(`${what} must hold strings without NUL`);
+    total += bytes(s) + 1;
+    if (total > maxBytes) fail(`${what} is larger than ${maxBytes} bytes`);
+    out.push(s);
+  }
+  return out;
+}
+
+function parseKit(v: unknown): KitSpec {
+  if (!isObject(v)) fail("kit must be an object");
+  const name = str(v, "name", 63, "kit.");
+  if (!KIT_NAME.test(name)) fail(`kit.name must match ${KIT_NAME.source}`);
+  const entrypoint = v.entrypoint === null
+    ? null
+    : stringList(v.entrypoint, "kit.entrypoint", 64, 64 * 1024);
+  const network = str(v, "network", 128, "kit.");
+  if (!NETWORK_NAME.test(network)) fail(`kit.network must match ${NETWORK_NAME.source}`);
+  const env = stringList(v.env, "kit.env", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
+  for (const n of env) {
+    // A reserved name is not refused here (the registry decides what it
+    // accepts); the worker just never passes one.
+    if (!ENV_NAME.test(n)) fail(`kit.env name ${JSON.stringify(n)} is not a variable name`);
+  }
+  const wallS = v.wallS;
+  if (
+    typeof wallS !== "number" || !Number.isSafeInteger(wallS) || wallS < 1 || wallS > MAX_WALL_S
+  ) {
+    fail(`kit.wallS must be an integer from 1 to ${MAX_WALL_S}`);
+  }
+  return {
+    name,
+    image: str(v, "image", 512, "kit."),
+    entrypoint,
+    network,
+    env,
+    wallS,
+    home: path(v, "home", "kit."),
+  };
+}
+
+function parseEnv(v: unknown): Record<string, string> {
+  if (!isObject(v)) fail("env must be an object");
+  const out: Record<string, string> = {};
+  let entries = 0, total = 0;
+  for (const [name, value] of Object.entries(v)) {
+    if (++entries > MAX_ENV_ENTRIES) fail(`env has more than ${MAX_ENV_ENTRIES} entries`);
+    if (name === "" || name.includes("=") || name.includes("\0")) {
+      fail(`env name ${JSON.stringify(name)} is not a variable name`);
+    }
+    if (typeof value !== "string" || value.includes("\0")) {
+      fail(`env value of ${name} must be a string without NUL`);
+    }
+    total += bytes(name) + bytes(value) + 2;
+    if (total > MAX_ENV_BYTES) fail(`env is larger than ${MAX_ENV_BYTES} bytes`);
+    out[name] = value;
+  }
+  return out;
+}
+
+/** Whether `inner` is `outer` or lies beneath it (both clean absolute paths). */
+export function isWithin(inner: string, outer: string): boolean {
+  return inner === outer || inner.startsWith(outer === "/" ? "/" : `${outer}/`);
+}
+
+/**
+ * Validates a kit launch from the daemon. Unknown keys (a frame envelope's
+ * `v` and `t`) are ignored.
+ *
+ * @throws {KitLaunchProtocolError} when `x` is not a valid launch
+ */
+export function parseKitLaunch(x: unknown): KitLaunch {
+  if (!isObject(x)) fail("not an object");
+  const attempt = x.attempt;
+  if (typeof attempt !== "string" || !ATTEMPT_ID.test(attempt)) {
+    fail(`attempt must match ${ATTEMPT_ID.source}`);
+  }
+  const kit = parseKit(x.kit);
+  const argv = stringList(x.argv, "argv", MAX_ARGS, MAX_ARGV_BYTES);
+  if (argv[0] !== kit.name) {
+    fail(`argv[0] must be the kit name ${JSON.stringify(kit.name)}`);
+  }
+  const fork = path(x, "fork");
+  const cwd = path(x, "cwd");
+  if (!isWithin(cwd, fork)) fail("cwd must be the fork or lie inside it");
+  if (fork === "/") fail("fork may not be /");
+  const admin = optPath(x, "admin");
+  if (!Array.isArray(x.objectDirs) || x.objectDirs.length > MAX_OBJECT_DIRS) {
+    fail(`objectDirs must be an array of at most ${MAX_OBJECT_DIRS} paths`);
+  }
+  const objectDirs: string[] = [];
+  for (const dir of x.objectDirs) {
+    if (typeof dir !== "string" || !isCleanAbsolute(dir)) {
+      fail('objectDirs must hold absolute paths without ".", ".." or empty components');
+    }
+    objectDirs.push(dir);
+  }
+  const limit = x.outputLimit;
+  if (
+    typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 0 ||
+    limit > MAX_OUTPUT_LIMIT
+  ) {
+    fail(`outputLimit must be an integer from 0 to ${MAX_OUTPUT_LIMIT}`);
+  }
+  return {
+    job: str(x, "job", MAX_ID_BYTES),
+    attempt,
+    split: str(x, "split", MAX_ID_BYTES),
+    label: str(x, "label", MAX_ID_BYTES),
+    kit,
+    argv,
+    env: parseEnv(x.env),
+    fork,
+    cwd,
+    admin,
+    objectDirs,
+    stdin: optPath(x, "stdin"),
+    stdout: path(x, "stdout"),
+    stderr: path(x, "stderr"),
+    outputLimit: limit,
+    capDir: optPath(x, "capDir"),
+  };
+}

@@ -1,0 +1,528 @@
+/**
+ * Issue 4, "unprivileged daemon": the real `./marsh` CLI and daemon run as an
+ * ordinary user (`runuser -u nobody`), black box, each test in its own world
+ * next to the repository (nobody may mount an overlay there; not in /tmp on
+ * these machines) with a control dir, a Git project and a Deno cache that
+ * nobody owns.
+ *
+ * - `MARSH_FORKS=auto` (the default): the split-filesystem service runs in
+ *   its own user and mount namespace, forks are `userns-overlay`, and the
+ *   branches run inside that namespace (`nsenter`), as its uid 0.
+ * - `MARSH_FORKS=copy`, and a daemon that finds no usable `unshare`: copy
+ *   forks, branches on the host as nobody.
+ *
+ * Needs root (to switch users), `runuser` and the user `nobody`: without
+ * them these tests fail, they are never skipped.
+ */
+
+import assert from "node:assert/strict";
+import type { Manifest } from "../protocol/manifest.ts";
+import { unmountBelow } from "../splitfs/_testing.ts";
+import {
+  exists,
+  finish,
+  handleId,
+  PERMISSIONS,
+  type Result,
+  show,
+  waitFor,
+} from "./_acceptance.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const MARSH = `${ROOT}marsh`;
+const USER = "nobody";
+/** Where worlds go: beside the repository (nobody cannot mount overlays in this /tmp). */
+const PARENT = ROOT.replace(/\/[^/]+\/$/, "");
+const DENO = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
+
+async function run(cmd: string, args: readonly string[], cwd?: string): Promise<Result> {
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command(cmd, {
+      args: [...args],
+      cwd,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) {
+      throw new Error(`${cmd} is not installed; these tests need it (they are not skipped)`);
+    }
+    throw error;
+  }
+  return await finish(child, `${cmd} ${args.join(" ")}`);
+}
+
+async function ok(cmd: string, args: readonly string[], cwd?: string): Promise<string> {
+  const r = await run(cmd, args, cwd);
+  assert.equal(r.code, 0, `${cmd} ${args.join(" ")}: ${show(r)}`);
+  return r.stdout;
+}
+
+/** The runner's Deno cache (as tests/_acceptance.ts finds it): its npm packages are copied. */
+function denoCache(): string {
+  const explicit = Deno.env.get("DENO_DIR");
+  if (explicit) return explicit;
+  const cache = Deno.env.get("XDG_CACHE_HOME") ?? `${Deno.env.get("HOME") ?? ""}/.cache`;
+  return `${cache}/deno`;
+}
+
+/** Live (not zombie) processes whose command line contains `needle`. */
+async function processesNaming(needle: string): Promise<{ pid: number; args: string }[]> {
+  const out = await ok("ps", ["-eo", "pid=,stat=,args="]);
+  const found = [];
+  for (const line of out.split("\n")) {
+    const m = /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line);
+    if (!m || m[2]!.startsWith("Z") || !m[3]!.includes(needle) || /^\S*\bps -eo /.test(m[3]!)) {
+      continue;
+    }
+    found.push({ pid: Number(m[1]), args: m[3]! });
+  }
+  return found;
+}
+
+/**
+ * The mount points at or below `top` in a process's mount namespace, from
+ * its mountinfo (through awk: Deno reads /proc only with --allow-all).
+ */
+async function mountsOf(pid: number | "self", top: string): Promise<string[]> {
+  const out = await ok("awk", ["{print $5}", `/proc/${pid}/mountinfo`]);
+  return out.split("\n").filter((p) => p === top || p.startsWith(`${top}/`)).sort();
+}
+
+/** Whether a process is alive. */
+async function alive(pid: number): Promise<boolean> {
+  return (await run("ps", ["-p", String(pid)])).code === 0;
+}
+
+/**
+ * A world nobody owns: `home` (MARSH_HOME), `project` (a Git repository with
+ * `f.txt` and `g.txt`), `scratch` (HOME), `deno` (DENO_DIR), and `outside`,
+ * which nothing of marsh's may touch.
+ */
+class World implements AsyncDisposable {
+  readonly home: string;
+  readonly project: string;
+  readonly scratch: string;
+  readonly outside: string;
+  readonly env: Record<string, string>;
+
+  private constructor(
+    readonly base: string,
+    /** nobody's uid. */
+    readonly uid: number,
+    env: Readonly<Record<string, string>>,
+  ) {
+    this.home = `${base}/home`;
+    this.project = `${base}/project`;
+    this.scratch = `${base}/scratch`;
+    this.outside = `${base}/outside`;
+    this.env = {
+      PATH: "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+      LANG: "C.UTF-8",
+      HOME: this.scratch,
+      MARSH_HOME: this.home,
+      MARSH_DENO: DENO,
+      DENO_DIR: `${base}/deno`,
+      DENO_NO_UPDATE_CHECK: "1",
+      M: MARSH,
+      GIT_CONFIG_NOSYSTEM: "1",
+      GIT_CONFIG_GLOBAL: "/dev/null",
+      GIT_AUTHOR_NAME: "Test",
+      GIT_AUTHOR_EMAIL: "test@example.invalid",
+      GIT_COMMITTER_NAME: "Test",
+      GIT_COMMITTER_EMAIL: "test@example.invalid",
+      GIT_TERMINAL_PROMPT: "0",
+      ...env,
+    };
+  }
+
+  static async create(env: Readonly<Record<string, string>> = {}): Promise<World> {
+    const uid = await checkUnprivilegedUser();
+    const base = Deno.realPathSync(await Deno.makeTempDir({ dir: PARENT, prefix: "tmp-unpriv-" }));
+    const w = new World(base, uid, env);
+    try {
+      Deno.chmodSync(base, 0o755);
+      for (const d of [w.home, w.project, w.scratch, w.outside, `${base}/deno`]) Deno.mkdirSync(d);
+      Deno.chmodSync(w.home, 0o700);
+      // The npm packages the entrypoints import, so nobody's Deno needs no download.
+      await ok("cp", ["-a", `${denoCache()}/npm`, `${base}/deno/npm`]);
+      Deno.writeTextFileSync(`${w.outside}/keep.txt`, "keep\n");
+      await ok("chown", ["-R", `${USER}:`, base]);
+      Deno.chownSync(base, 0, 0);
+      const init = await w.bash(
+        "printf 'f\\n' > f.txt && printf 'g\\n' > g.txt && git init -q -b main && git add -A && git commit -q -m init",
+      );
+      assert.equal(init.code, 0, show(init));
+      return w;
+    } catch (error) {
+      await Deno.remove(base, { recursive: true });
+      throw error;
+    }
+  }
+
+  /** Runs `bash -c script` as nobody with exactly this world's environment. */
+  bash(script: string, opts: { env?: Record<string, string>; cwd?: string } = {}): Promise<Result> {
+    return finish(this.spawnBash(script, opts), `bash -c ${script}`);
+  }
+
+  /** Starts `bash -c script` as nobody without waiting for it. */
+  spawnBash(
+    script: string,
+    opts: { env?: Record<string, string>; cwd?: string } = {},
+  ): Deno.ChildProcess {
+    const env = Object.entries({ ...this.env, ...opts.env }).map(([k, v]) => `${k}=${v}`);
+    return new Deno.Command("runuser", {
+      args: ["-u", USER, "--", "/usr/bin/env", "-i", ...env, "bash", "-c", script],
+      cwd: opts.cwd ?? this.project,
+      clearEnv: true,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+  }
+
+  /** Runs `./marsh ARGS` as nobody in the project. */
+  marsh(args: readonly string[], opts: { stdin?: string; env?: Record<string, string> } = {}) {
+    const quoted = args.map((a) => `'${a.replaceAll("'", `'\\''`)}'`).join(" ");
+    const stdin = opts.stdin === undefined ? "</dev/null" : `<<<'${opts.stdin.trim()}'`;
+    return this.bash(`"$M" ${quoted} ${stdin}`, { env: opts.env });
+  }
+
+  async manifest(id: string): Promise<Manifest> {
+    const r = await this.marsh(["splits", "--json", id]);
+    assert.equal(r.code, 0, show(r));
+    const [m] = (JSON.parse(r.stdout) as { splits: Manifest[] }).splits;
+    assert.ok(m, r.stdout);
+    return m;
+  }
+
+  async status(): Promise<
+    { daemon: { pid: number } | null; forks?: { strategy: string; reason: string } }
+  > {
+    const r = await this.marsh(["status", "--json"]);
+    assert.equal(r.code, 0, show(r));
+    return JSON.parse(r.stdout);
+  }
+
+  /** The daemon's split-filesystem service: its pid names its namespace. */
+  async service(): Promise<{ pid: number; uid: number }> {
+    const s = await this.status();
+    assert.ok(s.daemon, "no daemon answers");
+    const out = await ok("ps", ["-o", "pid=,uid=,args=", "--ppid", String(s.daemon.pid)]);
+    const line = out.split("\n").find((l) => l.includes("splitfs/main.ts"));
+    assert.ok(line, `no split-filesystem service under the daemon: ${out}`);
+    const [pid, uid] = line.trim().split(/\s+/).map(Number);
+    return { pid: pid!, uid: uid! };
+  }
+
+  /** `out/<label>/diff.patch` etc. of a split, read as root. */
+  out(m: Manifest, label: string, file: string): string {
+    return Deno.readTextFileSync(`${m.out}/${label}/${file}`);
+  }
+
+  async stopDaemon(): Promise<void> {
+    if (!exists(`${this.home}/marshd.sock`)) return;
+    const r = await this.marsh(["daemon", "stop"]);
+    assert.equal(r.code, 0, show(r));
+    // The daemon exits after its worker and its service did (their command
+    // lines do not all name the control dir; the daemon's does).
+    await waitFor(
+      "the daemon and its services to end",
+      async () => (await processesNaming(this.home)).length === 0,
+    );
+  }
+
+  /**
+   * Stops the daemon; processes still naming this world (all started here)
+   * are killed; nothing may stay mounted; the world is removed.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.stopDaemon().catch(async (error) => {
+        for (const p of await processesNaming(this.base)) {
+          try {
+            Deno.kill(p.pid, "SIGKILL");
+          } catch (e) {
+            if (!(e instanceof Deno.errors.NotFound)) throw e;
+          }
+        }
+        throw error;
+      });
+    } finally {
+      const left = await mountsOf("self", this.base);
+      unmountBelow(this.base);
+      await Deno.remove(this.base, { recursive: true });
+      assert.deepEqual(left, [], "the host saw mounts in the world");
+    }
+  }
+}
+
+let checked: Promise<number> | null = null;
+
+/**
+ * We are root, and `runuser -u nobody` runs the pinned Deno on the
+ * repository; resolves with nobody's uid.
+ */
+function checkUnprivilegedUser(): Promise<number> {
+  checked ??= (async () => {
+    const id = await run("id", ["-u"]);
+    if (id.stdout.trim() !== "0") {
+      throw new Error(
+        `these tests switch to the user ${USER} with runuser and must run as root (uid ${id.stdout.trim()})`,
+      );
+    }
+    const who = await run("id", ["-u", USER]);
+    if (who.code !== 0) {
+      throw new Error(`there is no user ${USER} to run the unprivileged daemon as: ${show(who)}`);
+    }
+    const r = await run("runuser", [
+      "-u",
+      USER,
+      "--",
+      "/bin/sh",
+      "-c",
+      `test -x "$0" && test -r "$1"`,
+      DENO,
+      `${ROOT}main.ts`,
+    ]);
+    if (r.code !== 0) {
+      throw new Error(
+        `${USER} cannot run ${DENO} on ${ROOT} (both must be readable by every user): ${show(r)}`,
+      );
+    }
+    return Number(who.stdout.trim());
+  })();
+  return checked;
+}
+
+/** `marsh split -b a='echo x >> f.txt' -b b='rm g.txt' [...]`, joined with `git apply` of both. */
+async function roundTrip(w: World, extra: readonly string[] = []): Promise<Manifest> {
+  const split = await w.marsh(["split", "-b", "a=echo x >> f.txt", "-b", "b=rm g.txt", ...extra]);
+  assert.equal(split.code, 0, show(split));
+  const id = handleId(split.stdout);
+  const join = await w.marsh(
+    [
+      "join",
+      "--",
+      "sh",
+      "-c",
+      'cat >/dev/null && cp -r "$SPLIT_DIR" "$HOME/out" && for l in a b; do git apply --check "$SPLIT_DIR/$l/diff.patch" && git apply "$SPLIT_DIR/$l/diff.patch" || exit 9; done',
+    ],
+    { stdin: split.stdout },
+  );
+  assert.equal(join.code, 0, show(join));
+  // git apply reproduced both forks' changes in the project.
+  assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
+  assert.ok(!exists(`${w.project}/g.txt`));
+  assert.ok(!exists(`${w.project}/.marsh/split/${id}`), "a joined split's directory is removed");
+  const m = await w.manifest(id);
+  assert.equal(m.state, "joined");
+  assert.deepEqual(
+    m.branches.map((b) => [b.label, b.status]),
+    [
+      ["a", "exited 0"],
+      ["b", "exited 0"],
+      ...extra.filter((_, i) => i % 2).map((b) => [
+        b.slice(0, b.indexOf("=")),
+        "exited 0",
+      ]),
+    ],
+  );
+  // out/ as the consumer saw it (copied to $HOME/out): its manifest says the same.
+  const seen = JSON.parse(Deno.readTextFileSync(`${w.scratch}/out/manifest.json`)) as Manifest;
+  assert.deepEqual(
+    seen.branches.map((b) => b.fork_strategy),
+    m.branches.map((b) => b.fork_strategy),
+  );
+  return m;
+}
+
+const COPY_STRATEGIES = ["reflink", "copy_file_range", "copy"];
+
+Deno.test({
+  name:
+    "unprivileged: as nobody the daemon forks with userns-overlay; branches run in its namespace; restart and rm",
+  permissions: PERMISSIONS,
+}, async () => {
+  // A short grace: the cancel below must SIGKILL a grandchild that ignores SIGINT.
+  await using w = await World.create({ MARSH_CANCEL_GRACE_MS: "500" });
+  const m = await roundTrip(w);
+  assert.deepEqual(m.branches.map((b) => b.fork_strategy), ["userns-overlay", "userns-overlay"]);
+  const status = await w.status();
+  assert.equal(status.forks?.strategy, "userns-overlay", status.forks?.reason);
+  assert.match(status.forks.reason, /^not root: the split-filesystem service runs in its own user/);
+  const svc = await w.service();
+  assert.equal(svc.uid, w.uid, "the service runs as nobody");
+  assert.deepEqual(await mountsOf(svc.pid, w.project), [], "the joined split left no mount");
+
+  // Cancelling a branch in the namespace ends all of it, a setsid'd
+  // grandchild included (bash started it ignoring SIGINT: the grace's
+  // SIGKILL ends it): the supervisor sees every descendant through nsenter.
+  const running = w.spawnBash(`"$M" split -b s='setsid sleep 6061 & exec sleep 6062' </dev/null`);
+  const sleeping = await waitFor("the branch's processes", async () => {
+    const both = (await processesNaming("sleep 606"))
+      .filter((p) => p.args === "sleep 6061" || p.args === "sleep 6062");
+    return both.length === 2 ? both : undefined;
+  });
+  const s = await waitFor("the split to run", async () => {
+    const r = await w.marsh(["splits", "--json"]);
+    const all = (JSON.parse(r.stdout) as { splits: Manifest[] }).splits;
+    return all.find((m) => m.state === "run" && m.branches[0]?.state === "running");
+  });
+  const cancel = await w.marsh(["splits", "cancel", s.id]);
+  assert.equal(cancel.code, 0, show(cancel));
+  const cancelled = await finish(running, "the cancelled split");
+  assert.equal(cancelled.code, 130, show(cancelled));
+  for (const p of sleeping) assert.ok(!(await alive(p.pid)), `${p.args} outlived the cancel`);
+  assert.equal((await w.manifest(s.id)).state, "cancelled");
+  assert.deepEqual(await mountsOf(svc.pid, w.project), [], "the cancelled split left no mount");
+
+  // A split to keep: k writes; c proves it runs in the namespace, on the
+  // mounted fork (uid 0 there, its parent the supervisor: nsenter execs),
+  // and that unmounting its own fork does not break capture: a plain
+  // umount is refused (splitfs holds the fork root), a lazy one detaches it.
+  const umount = [
+    "echo z > u.txt",
+    "F=$PWD",
+    'echo "$(id -u) $(cat /proc/$PPID/comm)"',
+    "cd /",
+    'if umount "$F" 2>/dev/null; then echo "plain umount worked"; fi',
+    'umount -l "$F" && echo detached',
+    'test -e "$F/u.txt" || echo "bare mount point"',
+  ].join("; ");
+  const split = await w.marsh(["split", "-b", "k=echo k > k.txt", "-b", `c=${umount}`]);
+  assert.equal(split.code, 0, show(split));
+  const id = handleId(split.stdout);
+  const kept = await w.manifest(id);
+  assert.deepEqual(kept.branches.map((b) => [b.label, b.status, b.fork_strategy]), [
+    ["k", "exited 0", "userns-overlay"],
+    ["c", "exited 0", "userns-overlay"],
+  ]);
+  assert.equal(w.out(kept, "c", "stdout"), "0 perl\ndetached\nbare mount point\n");
+  assert.match(w.out(kept, "c", "diff.patch"), /^\+\+\+ b\/u\.txt\n@@ -0,0 \+1 @@\n\+z$/m);
+  assert.match(w.out(kept, "k", "diff.patch"), /^\+\+\+ b\/k\.txt\n@@ -0,0 \+1 @@\n\+k$/m);
+  // The mounts are the service's, in its namespace only; c's is gone.
+  assert.deepEqual(await mountsOf(svc.pid, kept.dir), [`${kept.dir}/base`, `${kept.dir}/k`]);
+  assert.deepEqual(await mountsOf("self", w.base), []);
+  const keep = await w.marsh(["join", "--keep", "--", "true"], { stdin: split.stdout });
+  assert.equal(keep.code, 0, show(keep));
+  assert.equal((await w.manifest(id)).state, "kept");
+  // A second kept split, whose upper dir will be replaced behind marsh's back.
+  const other = await w.marsh(["split", "-b", "t=echo t > t.txt"]);
+  assert.equal(other.code, 0, show(other));
+  const tampered = await w.manifest(handleId(other.stdout));
+  assert.equal(
+    (await w.marsh(["join", "--keep", "--", "true"], { stdin: other.stdout })).code,
+    0,
+  );
+
+  // A restart ends the namespace and its mounts: the fork names show bare
+  // mount points, the upper dirs hold the work.
+  await w.stopDaemon();
+  assert.equal((await w.status()).daemon, null);
+  assert.ok(!(await alive(svc.pid)), "the old service is gone, and its namespace with it");
+  assert.deepEqual([...Deno.readDirSync(`${kept.dir}/k`)], []);
+  assert.equal(Deno.readTextFileSync(`${kept.dir}/.overlay/k/upper/k.txt`), "k\n");
+  // The journal names each userns-overlay fork by its upper dir: a replaced
+  // one makes rm drop the record and remove nothing.
+  const upper = `${tampered.dir}/.overlay/t/upper`;
+  Deno.renameSync(upper, `${upper}.moved`);
+  Deno.mkdirSync(upper);
+  Deno.chownSync(upper, w.uid, null);
+  const refused = await w.marsh(["splits", "rm", tampered.id]);
+  assert.equal(refused.code, 0, show(refused));
+  assert.match(refused.stdout, /nothing was removed from disk; record dropped/);
+  assert.equal(Deno.readTextFileSync(`${upper}.moved/t.txt`), "t\n");
+  assert.ok(exists(`${tampered.dir}/t`));
+  Deno.removeSync(tampered.dir, { recursive: true });
+
+  const before = [...Deno.readDirSync(w.project)].map((e) => e.name).sort();
+  const rm = await w.marsh(["splits", "rm", id]);
+  assert.equal(rm.code, 0, show(rm));
+  assert.equal(rm.stdout.trim(), `split ${id} removed`);
+  assert.ok(!exists(kept.dir));
+  assert.deepEqual(
+    [...Deno.readDirSync(`${w.project}/.marsh/split`)],
+    [],
+    "nothing of the split is left",
+  );
+  // Nothing else was removed: the project, its layers, the world around it.
+  assert.deepEqual([...Deno.readDirSync(w.project)].map((e) => e.name).sort(), before);
+  assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
+  assert.ok(exists(`${w.project}/.marsh/layers`));
+  assert.equal(Deno.readTextFileSync(`${w.outside}/keep.txt`), "keep\n");
+  const again = await w.service();
+  assert.notEqual(again.pid, svc.pid);
+  assert.deepEqual(await mountsOf(again.pid, w.base), [], "the new service mounted nothing");
+  assert.deepEqual(await mountsOf("self", w.base), []);
+  assert.equal((await w.marsh(["splits", id])).code, 2, "the record is gone");
+});
+
+Deno.test({
+  name: "unprivileged: MARSH_FORKS=copy as nobody gives copy forks, branches on the host",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create({ MARSH_FORKS: "copy" });
+  const m = await roundTrip(w, ["-b", "w=id -u"]);
+  for (const b of m.branches) assert.ok(COPY_STRATEGIES.includes(b.fork_strategy ?? ""), b.label);
+  assert.equal(
+    Deno.readTextFileSync(`${w.scratch}/out/w/stdout`),
+    `${w.uid}\n`,
+    "no namespace: the branch is nobody",
+  );
+  const status = await w.status();
+  assert.equal(status.forks?.strategy, "copy");
+  assert.equal(status.forks.reason, "copy forks were asked for (MARSH_FORKS=copy)");
+  assert.deepEqual(await mountsOf((await w.service()).pid, w.base), []);
+});
+
+/** A PATH dir with every program of `/usr/bin` but `unshare`, plus `extra`. */
+function pathWithout(w: World, extra: Readonly<Record<string, string>> = {}): string {
+  const dir = `${w.base}/bin`;
+  Deno.mkdirSync(dir);
+  for (const e of Deno.readDirSync("/usr/bin")) {
+    if (e.name !== "unshare") Deno.symlinkSync(`/usr/bin/${e.name}`, `${dir}/${e.name}`);
+  }
+  for (const [name, script] of Object.entries(extra)) {
+    Deno.writeTextFileSync(`${dir}/${name}`, script, { mode: 0o755 });
+  }
+  return dir;
+}
+
+Deno.test({
+  name: "unprivileged: without unshare on PATH the daemon falls back to copy forks and says why",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  w.env.PATH = pathWithout(w);
+  const m = await roundTrip(w, ["-b", "w=id -u"]);
+  for (const b of m.branches) assert.ok(COPY_STRATEGIES.includes(b.fork_strategy ?? ""), b.label);
+  assert.equal(Deno.readTextFileSync(`${w.scratch}/out/w/stdout`), `${w.uid}\n`);
+  const status = await w.status();
+  assert.equal(status.forks?.strategy, "copy");
+  assert.match(
+    status.forks.reason,
+    /^not root, and no user and mount namespace for the split-filesystem service: unshare \(util-linux\) is not on PATH; overlay: the daemon may not mount/,
+  );
+});
+
+Deno.test({
+  name: "unprivileged: a refused unshare -Urm is a copy fallback with the refusal in the reason",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  w.env.PATH = pathWithout(w, {
+    unshare: "#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n",
+  });
+  const r = await w.marsh(["splits"]);
+  assert.equal(r.code, 0, show(r));
+  const status = await w.status();
+  assert.equal(status.forks?.strategy, "copy");
+  assert.match(
+    status.forks.reason,
+    /: unshare -Urm was refused \(exit 1: unshare: unshare failed: Operation not permitted\); overlay: /,
+  );
+  assert.equal((await w.service()).uid, w.uid);
+});

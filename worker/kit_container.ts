@@ -1,0 +1,685 @@
+/**
+ * One argv branch (`::: LABEL CMD ARGS...`) run as a fresh Kit container
+ * (spec 000 §1, §8; DESIGN.md §3): create, attach, start, wait within the
+ * kit's wall clock, the output limit and the caller's abort signal, then
+ * remove the container and verify that it is gone before anything resolves.
+ *
+ * What the container is:
+ *
+ * - the kit's image (pinned to the id inspected), `--init` (Docker's tini is
+ *   pid 1 and forwards signals), no TTY, stdin the spool (streamed in, then
+ *   closed) or empty, `NetworkMode` the kit's (`none` by default),
+ *   `WorkingDir` the launch's cwd: the fork's subdirectory at the same
+ *   absolute path as on the host;
+ * - the mounts of `kit_mounts.ts` and nothing else of the project;
+ * - `Env`: only the kit's `env` names the caller has, then
+ *   `HOME=<the image user's home>` and `MARSH_JOB=<job>` (the image's own
+ *   `Env`, `PATH` included, stays underneath);
+ * - the command: `argv[0]` is the kit name. A kit with an `entrypoint`
+ *   gets it as the container's `ENTRYPOINT` and `argv[1..]` as `CMD`; a kit
+ *   without one keeps the image's entrypoint and gets all of `argv` as `CMD`,
+ *   so its name must be a program on the image's `PATH`;
+ * - labels `marsh.job`, `marsh.attempt`, `marsh.split`, `marsh.label`,
+ *   `marsh.kit`; the name `marsh-<attempt>`; stop signal `SIGINT` with the
+ *   grace as the stop timeout (so an operator's `docker stop` is our
+ *   cancel too); no log driver (the output is attached, never stored by the
+ *   engine); `CAP_MKNOD` dropped, so no device node can be planted in a fork.
+ *
+ * The user is the image's (`Config.User`). Without user-namespace
+ * remapping a container's uid is the host's uid: an image without `USER`
+ * (the fixture Kit) runs as uid 0 with Docker's default capabilities, writes
+ * the fork (made by a root daemon, so owned by root), and what it creates
+ * there is owned by host root, set-uid bits included: the fork should not
+ * honour them on the host (`nosuid` on the fork's mount). An image whose
+ * `USER` is not root cannot write a root-owned fork at all (`EACCES`).
+ *
+ * Needs what `DockerApi` needs (`--allow-net=unix:<socket>`, read and write
+ * on the socket, unscoped `--allow-env`), write access to the output files'
+ * directory and read access to the spool (`kitWorkerFlags` in `kit_flags.ts`).
+ *
+ * @module
+ */
+
+import type { Readable, Writable } from "node:stream";
+import type { ContainerSummary, DockerApi } from "../engine/docker_api.ts";
+import { DockerApiError } from "../engine/docker_api.ts";
+import { isReservedEnvName, isWithin, type KitLaunch } from "../protocol/kit_launch.ts";
+import { DEFAULT_GRACE_MS } from "../protocol/worker.ts";
+import { Demuxer } from "./kit_demux.ts";
+import { KitDocker, statusOf } from "./kit_docker.ts";
+import { ContainerNotRemovedError, KitLaunchError } from "./kit_errors.ts";
+import { engineMounts, guestHome, type KitMount, planMounts } from "./kit_mounts.ts";
+import { OutputBudget } from "./output.ts";
+
+export { ContainerNotRemovedError, KitLaunchError } from "./kit_errors.ts";
+
+/** The labels every Kit container carries. */
+export const LABEL_JOB = "marsh.job";
+export const LABEL_ATTEMPT = "marsh.attempt";
+export const LABEL_SPLIT = "marsh.split";
+export const LABEL_LABEL = "marsh.label";
+export const LABEL_KIT = "marsh.kit";
+/** Container names: `marsh-<attempt>`. */
+export const CONTAINER_PREFIX = "marsh-";
+/** How long removal is retried before it counts as unverified. */
+export const REMOVE_TIMEOUT_MS = 30_000;
+/** How long output may trail the container's exit before the stream is cut. */
+export const DRAIN_MS = 5_000;
+
+/** How a Kit container ended; it is removed (verified) when this is returned. */
+export interface KitExit {
+  /** The container's exit status (the command's, through tini), unless `signal` says how it ended. */
+  readonly code: number | null;
+  /**
+   * `"SIGINT"` or `"SIGKILL"` when the worker sent that signal (cancel, wall
+   * clock, output limit) and the status says it ended the command
+   * (128 + the signal's number). Both are null when the container never
+   * started (cancelled first).
+   */
+  readonly signal: string | null;
+  /** stdout and stderr together went past the launch's `outputLimit`; the limit was kept. */
+  readonly outputLimit: boolean;
+  /** The kit's wall clock ran out. */
+  readonly wall: boolean;
+  /** The abort signal fired. */
+  readonly cancelled: boolean;
+  readonly containerId: string;
+  readonly removed: true;
+  /** Bytes kept in the stdout and stderr files. */
+  readonly stdoutBytes: number;
+  readonly stderrBytes: number;
+}
+
+/** Knobs of {@linkcode runKitContainer}; the defaults are the spec's. */
+export interface KitRunOptions {
+  /** SIGINT, then SIGKILL after this long (spec 000 §7: 10 s). */
+  readonly graceMs?: number;
+  /**
+   * Called once the container exists and before it starts, with its id and
+   * the mounts it got (the journal records the id for `marsh workers reset`).
+   */
+  readonly onContainer?: (id: string, mounts: readonly KitMount[]) => void;
+  /** Default {@linkcode REMOVE_TIMEOUT_MS}. */
+  readonly removeTimeoutMs?: number;
+  /** Default {@linkcode DRAIN_MS}. */
+  readonly drainMs?: number;
+}
+
+type StopSignal = "SIGINT" | "SIGKILL";
+const SIGNAL_NUMBER: Readonly<Record<StopSignal, number>> = { SIGINT: 2, SIGKILL: 9 };
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * The container's `ENTRYPOINT` (`null`: the image's) and `CMD` for `launch`.
+ *
+ * @throws {KitLaunchError} when `argv[0]` is not the kit's name
+ */
+export function kitCommand(
+  launch: KitLaunch,
+): { entrypoint: string[] | null; cmd: string[] } {
+  if (launch.argv[0] !== launch.kit.name) {
+    throw new KitLaunchError(
+      launch.attempt,
+      `argv[0] is ${JSON.stringify(launch.argv[0] ?? "")}, not the kit name ${
+        JSON.stringify(launch.kit.name)
+      }`,
+    );
+  }
+  return launch.kit.entrypoint === null
+    ? { entrypoint: null, cmd: [...launch.argv] }
+    : { entrypoint: [...launch.kit.entrypoint], cmd: launch.argv.slice(1) };
+}
+
+/** The container's `Env`: the kit's names the caller has, then `HOME` and `MARSH_JOB`. */
+export function kitEnv(launch: KitLaunch, home: string): string[] {
+  const env: string[] = [];
+  for (const name of new Set(launch.kit.env)) {
+    // HOME and MARSH_JOB are set below, PATH is the image's, MARSH_* and DOCKER_* never pass.
+    if (isReservedEnvName(name)) continue;
+    const value = launch.env[name];
+    if (value !== undefined) env.push(`${name}=${value}`);
+  }
+  env.push(`HOME=${home}`, `MARSH_JOB=${launch.job}`);
+  return env;
+}
+
+/** The labels of `launch`'s container. */
+export function kitLabels(launch: KitLaunch): Record<string, string> {
+  return {
+    [LABEL_JOB]: launch.job,
+    [LABEL_ATTEMPT]: launch.attempt,
+    [LABEL_SPLIT]: launch.split,
+    [LABEL_LABEL]: launch.label,
+    [LABEL_KIT]: launch.kit.name,
+  };
+}
+
+/** `Create` body without its mounts. */
+function containerBody(
+  launch: KitLaunch,
+  imageId: string,
+  home: string,
+  graceMs: number,
+): Record<string, unknown> {
+  const { entrypoint, cmd } = kitCommand(launch);
+  const stdin = launch.stdin !== null;
+  return {
+    name: `${CONTAINER_PREFIX}${launch.attempt}`,
+    Image: imageId,
+    ...(entrypoint === null ? {} : { Entrypoint: entrypoint }),
+    Cmd: cmd,
+    Env: kitEnv(launch, home),
+    Labels: kitLabels(launch),
+    WorkingDir: launch.cwd,
+    Tty: false,
+    OpenStdin: stdin,
+    StdinOnce: stdin,
+    AttachStdin: stdin,
+    AttachStdout: true,
+    AttachStderr: true,
+    StopSignal: "SIGINT",
+    StopTimeout: Math.ceil(graceMs / 1000),
+    HostConfig: {
+      Init: true,
+      NetworkMode: launch.kit.network,
+      Privileged: false,
+      AutoRemove: false,
+      CapDrop: ["MKNOD"],
+      LogConfig: { Type: "none", Config: {} },
+    },
+  };
+}
+
+/** The source the engine says is missing, from its create refusal. */
+function missingSource(error: DockerApiError): string | null {
+  const m = /bind source path does not exist: (.+)$/s.exec(error.message);
+  return m ? m[1]!.trim() : null;
+}
+
+/**
+ * Creates the container. An optional mount whose source the engine reports
+ * missing is dropped and the create retried (at most once per optional
+ * mount). A create whose outcome is unknown (no answer, an engine fault) is
+ * followed by a removal of anything labelled with the attempt.
+ */
+async function create(
+  api: DockerApi,
+  docker: KitDocker,
+  launch: KitLaunch,
+  body: Record<string, unknown>,
+  planned: readonly KitMount[],
+  removeTimeoutMs: number,
+): Promise<{ id: string; mounts: KitMount[] }> {
+  let mounts = [...planned];
+  for (;;) {
+    const hostConfig = { ...(body.HostConfig as object), Mounts: engineMounts(mounts) };
+    try {
+      return { id: await docker.create({ ...body, HostConfig: hostConfig }), mounts };
+    } catch (error) {
+      if (!(error instanceof DockerApiError) || (statusOf(error) ?? 500) >= 500) {
+        // The engine may have made it before the answer was lost.
+        await removeAttempt(
+          api,
+          launch.attempt,
+          removeTimeoutMs,
+          `the create's outcome is unknown (${describe(error)})`,
+        );
+        throw error;
+      }
+      const status = statusOf(error);
+      if (status === 400) {
+        const missing = missingSource(error);
+        const mount = mounts.find((m) => m.source === missing);
+        if (mount?.optional) {
+          mounts = mounts.filter((m) => m !== mount);
+          continue;
+        }
+        if (mount) {
+          throw new KitLaunchError(
+            launch.attempt,
+            `the ${mount.role} ${mount.source} does not exist`,
+            { cause: error },
+          );
+        }
+      }
+      if (status === 409) {
+        throw new KitLaunchError(
+          launch.attempt,
+          `a container named ${CONTAINER_PREFIX}${launch.attempt} exists already`,
+          { cause: error },
+        );
+      }
+      throw new KitLaunchError(
+        launch.attempt,
+        `the engine refused the container: ${error.message}`,
+        { cause: error },
+      );
+    }
+  }
+}
+
+/**
+ * Removes every container labelled with `attempt`, verified.
+ *
+ * @throws {ContainerNotRemovedError} when the engine cannot list them (`why` says why it asked)
+ */
+async function removeAttempt(
+  api: DockerApi,
+  attempt: string,
+  timeoutMs: number,
+  why: string,
+): Promise<void> {
+  let left: ContainerSummary[];
+  try {
+    left = await api.listContainers([`${LABEL_ATTEMPT}=${attempt}`]);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    throw new ContainerNotRemovedError(
+      attempt,
+      null,
+      `${why}, and the engine cannot list the attempt's containers: ${describe(error)}`,
+      { cause: error },
+    );
+  }
+  for (const c of left) await removeVerified(api, c.id, { attempt, timeoutMs });
+}
+
+/**
+ * `DELETE /containers/{id}?force=1` until `GET /containers/{id}/json`
+ * answers 404, retried with backoff for up to `timeoutMs`. Also what
+ * `marsh workers reset KIT` uses for each container
+ * {@linkcode findLeftoverContainers} lists.
+ *
+ * Needs what `DockerApi` needs.
+ *
+ * @throws {ContainerNotRemovedError} when the container cannot be shown gone in time
+ */
+export async function removeVerified(
+  api: DockerApi,
+  id: string,
+  opts: { readonly attempt?: string; readonly timeoutMs?: number } = {},
+): Promise<void> {
+  const docker = new KitDocker(api.socket);
+  const deadline = Date.now() + (opts.timeoutMs ?? REMOVE_TIMEOUT_MS);
+  let last: unknown = null;
+  for (let delay = 50;; delay = Math.min(delay * 2, 1_000)) {
+    try {
+      await api.removeContainer(id);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      // 409 (removal in progress) and engine faults: the check below decides.
+      last = error;
+    }
+    try {
+      if (!(await docker.exists(id))) return;
+      last ??= new Error("the engine still lists it after removal");
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      last = error;
+    }
+    if (Date.now() + delay > deadline) {
+      throw new ContainerNotRemovedError(opts.attempt ?? null, id, describe(last), {
+        cause: last,
+      });
+    }
+    await sleep(delay);
+  }
+}
+
+/**
+ * The containers marsh made (they carry `marsh.attempt`) that match every
+ * one of `labels`, running or not: e.g. `{ "marsh.kit": "claude" }` for
+ * `marsh workers reset claude`.
+ *
+ * @throws {TypeError} when `labels` is empty (that would be every Kit container)
+ */
+export async function findLeftoverContainers(
+  api: DockerApi,
+  labels: Readonly<Record<string, string>>,
+): Promise<ContainerSummary[]> {
+  const filters = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+  if (filters.length === 0) throw new TypeError("findLeftoverContainers needs at least one label");
+  return await api.listContainers([LABEL_ATTEMPT, ...filters]);
+}
+
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  for (let off = 0; off < bytes.length;) off += await file.write(bytes.subarray(off));
+}
+
+/** Copies the demultiplexed output into the files within `budget`; the rest is read and dropped. */
+async function pumpOutput(
+  source: Readable,
+  out: Deno.FsFile,
+  err: Deno.FsFile,
+  budget: OutputBudget,
+  onCrossed: () => void,
+): Promise<{ stdout: number; stderr: number }> {
+  const kept = { stdout: 0, stderr: 0 };
+  const demux = new Demuxer();
+  try {
+    for await (const chunk of source as AsyncIterable<Uint8Array>) {
+      for (const piece of demux.push(chunk)) {
+        // Past the limit the container is being stopped; keep reading so it never blocks.
+        if (budget.crossed) continue;
+        const keep = budget.take(piece.bytes.length);
+        if (keep > 0) {
+          await writeAll(piece.stream === "stdout" ? out : err, piece.bytes.subarray(0, keep));
+          kept[piece.stream] += keep;
+        }
+        if (budget.report()) onCrossed();
+      }
+    }
+  } catch (error) {
+    // Destroying the stream (output that trails the exit too long) ends the copy.
+    if (!source.destroyed) throw error;
+  }
+  return kept;
+}
+
+/** Resolves when `w` may take more, or is closed; rejects on its error. */
+function drained(w: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      w.off("drain", done);
+      w.off("close", done);
+      w.off("error", fail);
+      resolve();
+    };
+    const fail = (error: unknown) => {
+      w.off("drain", done);
+      w.off("close", done);
+      reject(error);
+    };
+    w.on("drain", done);
+    w.on("close", done);
+    w.once("error", fail);
+  });
+}
+
+/** Streams the spool into the container's stdin, then closes it. */
+async function pumpInput(spool: Deno.FsFile, input: Writable): Promise<void> {
+  const buf = new Uint8Array(256 * 1024);
+  for (;;) {
+    if (input.destroyed || input.writableEnded) return;
+    const n = await spool.read(buf);
+    if (n === null) break;
+    if (!input.write(buf.slice(0, n))) await drained(input);
+  }
+  input.end();
+}
+
+/** What {@linkcode drive} found. */
+interface Outcome {
+  readonly status: number | null;
+  readonly sent: ReadonlySet<StopSignal>;
+  readonly outputLimit: boolean;
+  readonly wall: boolean;
+  readonly cancelled: boolean;
+  readonly stdoutBytes: number;
+  readonly stderrBytes: number;
+}
+
+/** Attach, start, wait; stops the container on abort, wall clock or output limit. */
+async function drive(
+  api: DockerApi,
+  docker: KitDocker,
+  id: string,
+  launch: KitLaunch,
+  files: { out: Deno.FsFile; err: Deno.FsFile; spool: Deno.FsFile | null },
+  signal: AbortSignal,
+  opts: { graceMs: number; drainMs: number },
+): Promise<Outcome> {
+  const attached = await docker.attach(id, files.spool !== null);
+  // The engine closing the connection first (EPIPE, ECONNRESET) is one way an
+  // attach ends. What counts is the container's status from the wait, so such
+  // an error is dropped here; without a listener Node would throw it.
+  const onStreamError = (_error: unknown): void => {};
+  attached.output.on("error", onStreamError);
+  attached.input?.on("error", onStreamError);
+  const sent = new Set<StopSignal>();
+  let started = false;
+  let wall = false;
+  let cancelled = signal.aborted;
+  let limit = false;
+  let killTimer: ReturnType<typeof setTimeout> | undefined;
+  let wallTimer: ReturnType<typeof setTimeout> | undefined;
+  const kill = (sig: StopSignal) => {
+    sent.add(sig);
+    docker.kill(id, sig).catch(() =>
+      // It cannot be signalled: end it the hard way. When that fails too, the
+      // wait below (or the verified removal after it) reports the engine's failure.
+      api.removeContainer(id).catch((error: unknown) => void error)
+    );
+  };
+  // SIGINT, then SIGKILL after the grace (spec 000 §7); later reasons add nothing.
+  const stop = () => {
+    if (!started || sent.size > 0) return;
+    kill("SIGINT");
+    killTimer = setTimeout(() => kill("SIGKILL"), opts.graceMs);
+  };
+  const onAbort = () => {
+    cancelled = true;
+    stop();
+  };
+  signal.addEventListener("abort", onAbort, { once: true });
+  const budget = new OutputBudget(launch.outputLimit);
+  let outputFailure: unknown = null;
+  const output = pumpOutput(attached.output, files.out, files.err, budget, () => {
+    limit = true;
+    stop();
+  }).catch((error) => {
+    // Reported below once the container is stopped; the pump itself is done.
+    outputFailure = error;
+    stop();
+    return { stdout: 0, stderr: 0 };
+  });
+  let input: Promise<void> = Promise.resolve();
+  try {
+    if (cancelled) {
+      attached.output.destroy();
+      attached.input?.destroy();
+      await output;
+      return {
+        status: null,
+        sent,
+        outputLimit: false,
+        wall,
+        cancelled,
+        stdoutBytes: 0,
+        stderrBytes: 0,
+      };
+    }
+    try {
+      await api.startContainer(id);
+    } catch (error) {
+      if (error instanceof DockerApiError) {
+        throw new KitLaunchError(
+          launch.attempt,
+          `the container of kit ${launch.kit.name} did not start: ${error.message}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+    started = true;
+    if (cancelled) stop();
+    wallTimer = setTimeout(() => {
+      wall = true;
+      stop();
+    }, launch.kit.wallS * 1000);
+    if (files.spool && attached.input) {
+      const sink = attached.input;
+      input = pumpInput(files.spool, sink).catch((error) => {
+        // A command that exits or closes stdin before reading it all is normal
+        // (a pipe's EPIPE). Whatever failed, the command gets end of input;
+        // the output half of the connection stays open.
+        onStreamError(error);
+        if (!sink.destroyed) sink.end();
+      });
+    }
+    const status = await api.waitContainer(id);
+    clearTimeout(wallTimer);
+    clearTimeout(killTimer);
+    let drainTimer: ReturnType<typeof setTimeout> | undefined;
+    const trailing = await Promise.race([
+      output.then(() => true),
+      new Promise<false>((r) => drainTimer = setTimeout(() => r(false), opts.drainMs)),
+    ]);
+    clearTimeout(drainTimer);
+    if (!trailing) attached.output.destroy();
+    const kept = await output;
+    if (outputFailure !== null) {
+      throw new KitLaunchError(
+        launch.attempt,
+        `cannot write the output of kit ${launch.kit.name}: ${describe(outputFailure)}`,
+        { cause: outputFailure },
+      );
+    }
+    return {
+      status,
+      sent,
+      outputLimit: limit,
+      wall,
+      cancelled,
+      stdoutBytes: kept.stdout,
+      stderrBytes: kept.stderr,
+    };
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+    clearTimeout(wallTimer);
+    clearTimeout(killTimer);
+    attached.input?.destroy();
+    attached.output.destroy();
+    await input;
+    await output;
+  }
+}
+
+/** How the status reads, given the signals the worker sent. */
+function exitOf(status: number | null, sent: ReadonlySet<StopSignal>) {
+  if (status === null) return { code: null, signal: null };
+  for (const sig of ["SIGKILL", "SIGINT"] as const) {
+    if (sent.has(sig) && status === 128 + SIGNAL_NUMBER[sig]) return { code: null, signal: sig };
+  }
+  return { code: status, signal: null };
+}
+
+/** Opens the output files (new, 0600) and the spool; closes what it opened when one fails. */
+async function openFiles(
+  launch: KitLaunch,
+): Promise<{ out: Deno.FsFile; err: Deno.FsFile; spool: Deno.FsFile | null }> {
+  const opened: Deno.FsFile[] = [];
+  const open = async (path: string, what: string, options: Deno.OpenOptions) => {
+    try {
+      const f = await Deno.open(path, options);
+      opened.push(f);
+      return f;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      for (const f of opened) f.close();
+      throw new KitLaunchError(
+        launch.attempt,
+        `cannot open the ${what} file ${JSON.stringify(path)}: ${describe(error)}`,
+        { cause: error },
+      );
+    }
+  };
+  const create = { write: true, createNew: true, mode: 0o600 };
+  const out = await open(launch.stdout, "stdout", create);
+  const err = await open(launch.stderr, "stderr", create);
+  const spool = launch.stdin === null ? null : await open(launch.stdin, "stdin", { read: true });
+  return { out, err, spool };
+}
+
+/**
+ * Runs `launch` as one Kit container and resolves once the container has
+ * ended and its removal is verified. The abort signal cancels: SIGINT,
+ * then SIGKILL after the grace; the result then says `cancelled`. So do
+ * the kit's wall clock (`wall`) and output past `outputLimit`
+ * (`outputLimit`; the bytes up to the limit are kept).
+ *
+ * Needs `--allow-net=unix:<socket>`, read and write on the socket,
+ * unscoped `--allow-env`, write access to the output files' directory and
+ * read access to the spool.
+ *
+ * @throws {ContainerNotRemovedError} when a container of the attempt may
+ *   still exist: the caller keeps the slot held
+ * @throws {KitLaunchError} when the launch cannot run as given (image,
+ *   mounts, argv, files, or the engine refused to start it); no container is left
+ * @throws {EngineUnreachableError | DockerApiError} when the engine failed
+ *   mid-run; the container was removed (verified)
+ * @throws the signal's reason when it was aborted before a container was made
+ */
+export async function runKitContainer(
+  api: DockerApi,
+  launch: KitLaunch,
+  signal: AbortSignal,
+  opts: KitRunOptions = {},
+): Promise<KitExit> {
+  signal.throwIfAborted();
+  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+  const removeTimeoutMs = opts.removeTimeoutMs ?? REMOVE_TIMEOUT_MS;
+  if (!isWithin(launch.cwd, launch.fork)) {
+    throw new KitLaunchError(launch.attempt, `the cwd ${launch.cwd} is not inside the fork`);
+  }
+  kitCommand(launch);
+  const docker = new KitDocker(api.socket);
+  const image = await docker.imageConfig(launch.kit.image);
+  if (image === null) {
+    throw new KitLaunchError(
+      launch.attempt,
+      `kit ${launch.kit.name}: the engine has no image ${launch.kit.image}`,
+    );
+  }
+  const home = guestHome(launch.attempt, launch.kit.image, image);
+  const planned = planMounts(launch, home);
+  const body = containerBody(launch, image.id, home, graceMs);
+  const files = await openFiles(launch);
+  try {
+    signal.throwIfAborted();
+    const { id, mounts } = await create(api, docker, launch, body, planned, removeTimeoutMs);
+    let outcome: Outcome | null = null;
+    let failure: unknown = null;
+    try {
+      opts.onContainer?.(id, mounts);
+      outcome = await drive(api, docker, id, launch, files, signal, {
+        graceMs,
+        drainMs: opts.drainMs ?? DRAIN_MS,
+      });
+    } catch (error) {
+      failure = error;
+    }
+    try {
+      await removeVerified(api, id, { attempt: launch.attempt, timeoutMs: removeTimeoutMs });
+      // By id it is gone; by label nothing else of the attempt may be left either.
+      await removeAttempt(api, launch.attempt, removeTimeoutMs, `container ${id} was removed`);
+    } catch (error) {
+      if (error instanceof ContainerNotRemovedError && failure !== null) {
+        throw new ContainerNotRemovedError(error.attempt, error.containerId, error.message, {
+          cause: failure,
+        });
+      }
+      throw error;
+    }
+    if (failure !== null || outcome === null) throw failure;
+    return {
+      ...exitOf(outcome.status, outcome.sent),
+      outputLimit: outcome.outputLimit,
+      wall: outcome.wall,
+      cancelled: outcome.cancelled,
+      containerId: id,
+      removed: true,
+      stdoutBytes: outcome.stdoutBytes,
+      stderrBytes: outcome.stderrBytes,
+    };
+  } finally {
+    files.out.close();
+    files.err.close();
+    files.spool?.close();
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * What an argv branch's container mounts (spec 000 §8, "Kit mounts for an
+ * argv branch"), and where the image user's home is.
+ *
+ * | mount | at | access |
+ * |---|---|---|
+ * | the fork | its host path | read-write |
+ * | `.admin/<label>/` | its host path | read-write (Git makes `index.lock`, objects, refs) |
+ * | the gitfile `<fork>/.git`; `<admin>/config`, `HEAD`, `info/`, `packed-refs` | their host paths, over the two above | read-only (AdminReadOnly); `packed-refs` only if it exists |
+ * | each object dir (`store.git/objects`, the user's `.git/objects`) | its host path | read-only (SnapshotImmutable) |
+ * | the kit's home dir | the image user's home | read-write |
+ * | the capability dir | `/run/marsh` | read-only |
+ *
+ * Nothing else of the project is mounted (NoWriteToUserTree,
+ * ForkIsolation). Every bind is non-recursive, so a mount below a source
+ * (none is expected) is not carried in, and a read-only bind is read-only
+ * all the way down. The engine sorts mounts by target depth, so the
+ * read-only binds land on top of the read-write ones.
+ *
+ * @module
+ */
+
+import { isCleanAbsolute, isWithin, type KitLaunch } from "../protocol/kit_launch.ts";
+import { KitLaunchError } from "./kit_errors.ts";
+
+/** Where the capability dir is bound in every Kit container (spec 004 §4). */
+export const CAP_TARGET = "/run/marsh";
+/** An image label that names its user's home when neither `HOME` nor the user tells it. */
+export const HOME_LABEL = "marsh.kit.home";
+
+/** One bind mount. */
+export interface KitMount {
+  readonly source: string;
+  readonly target: string;
+  readonly readOnly: boolean;
+  /**
+   * Mounted only if the source exists. The engine is the one that looks
+   * (the worker has no read access to projects): a create naming a missing
+   * source fails, and the runner retries without it.
+   */
+  readonly optional: boolean;
+  /** What it is, for errors and the report. */
+  readonly role: string;
+}
+
+/** The read-only binds over the admin dir, by name under it (spec 000 §8). */
+export const ADMIN_READ_ONLY = ["config", "HEAD", "info", "packed-refs"] as const;
+
+/**
+ * The image user's home: the image's `marsh.kit.home` label, else `HOME`
+ * in its config's `Env`, else `/root` for root (no `User`, `root`, or uid
+ * 0), else `/home/<name>` for a named user. A numeric non-root user with
+ * neither label nor `HOME` cannot be told without reading the image's
+ * `/etc/passwd`, which would need a probe container (spec 004 §4: the
+ * worker reads only the image config), so it is refused.
+ *
+ * @throws {KitLaunchError} when the home cannot be told or is not a clean absolute path
+ */
+export function guestHome(
+  attempt: string,
+  image: string,
+  config: {
+    readonly user: string;
+    readonly env: readonly string[];
+    readonly labels: Readonly<Record<string, string>>;
+  },
+): string {
+  const check = (home: string, from: string): string => {
+    if (!isCleanAbsolute(home) || home === "/") {
+      throw new KitLaunchError(
+        attempt,
+        `the home directory ${
+          JSON.stringify(home)
+        } from ${from} of image ${image} is not a usable absolute path`,
+      );
+    }
+    return home;
+  };
+  const label = config.labels[HOME_LABEL];
+  if (label !== undefined) return check(label, `its label ${HOME_LABEL}`);
+  const env = config.env.findLast((e) => e.startsWith("HOME="));
+  if (env !== undefined) return check(env.slice(5), "its HOME");
+  const user = config.user.split(":")[0] ?? "";
+  if (user === "" || user === "root" || user === "0") return "/root";
+  if (/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(user)) return check(`/home/${user}`, `its user ${user}`);
+  throw new KitLaunchError(
+    attempt,
+    `cannot tell the home directory of user ${
+      JSON.stringify(config.user)
+    } of image ${image}: set HOME in the image's config or label it ${HOME_LABEL}`,
+  );
+}
+
+/**
+ * The mounts of `launch` with the kit home at `home` (inside the container).
+ *
+ * @throws {KitLaunchError} when two mounts would land on one target, or the
+ *   home or capability dir would cover the fork, admin dir or object dirs
+ */
+export function planMounts(launch: KitLaunch, home: string): KitMount[] {
+  const mounts: KitMount[] = [];
+  const bind = (source: string, readOnly: boolean, optional: boolean, role: string) =>
+    mounts.push({ source, target: source, readOnly, optional, role });
+  bind(launch.fork, false, false, "fork");
+  if (launch.admin !== null) {
+    bind(launch.admin, false, false, "admin dir");
+    // splitfs writes all of these but packed-refs for every Git fork: one
+    // missing means this is not the fork it made (say, an overlay fork mounted
+    // in another mount namespace, which the engine sees as its empty mount
+    // point), so the launch fails rather than binding what is there.
+    bind(`${launch.fork}/.git`, true, false, "gitfile");
+    for (const name of ADMIN_READ_ONLY) {
+      bind(`${launch.admin}/${name}`, true, name === "packed-refs", `admin ${name}`);
+    }
+  }
+  for (const dir of launch.objectDirs) bind(dir, true, false, "object dir");
+  const project = mounts.map((m) => m.target);
+  const extra: KitMount[] = [
+    { source: launch.kit.home, target: home, readOnly: false, optional: false, role: "kit home" },
+  ];
+  if (launch.capDir !== null) {
+    extra.push({
+      source: launch.capDir,
+      target: CAP_TARGET,
+      readOnly: true,
+      optional: false,
+      role: "capability dir",
+    });
+  }
+  for (const m of extra) {
+    // A home above the fork is fine (the engine makes the mount points inside
+    // it); one at or below a project mount would hide or replace project files.
+    const covered = project.find((p) => isWithin(m.target, p));
+    if (covered !== undefined) {
+      throw new KitLaunchError(
+        launch.attempt,
+        `the ${m.role} would be mounted at ${m.target}, inside ${covered}`,
+      );
+    }
+    mounts.push(m);
+  }
+  const seen = new Set<string>();
+  for (const m of mounts) {
+    if (seen.has(m.target)) {
+      throw new KitLaunchError(launch.attempt, `two mounts at ${m.target}`);
+    }
+    seen.add(m.target);
+  }
+  return mounts;
+}
+
+/** Docker's `HostConfig.Mounts` entries for `mounts`. */
+export function engineMounts(mounts: readonly KitMount[]): Record<string, unknown>[] {
+  return mounts.map((m) => ({
+    Type: "bind",
+    Source: m.source,
+    Target: m.target,
+    ReadOnly: m.readOnly,
+    BindOptions: { Propagation: "rprivate", NonRecursive: true },
+  }));
+}

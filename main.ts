@@ -17,6 +17,7 @@ import { diffCommand } from "./client/diff_command.ts";
 import { registerEngineCommands } from "./client/engine_command.ts";
 import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
+import { registerJobsCommands } from "./client/jobs_command.ts";
 import type { CliIo, Signals } from "./client/io.ts";
 import { joinCommand } from "./client/join_command.ts";
 import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./client/split_command.ts";
@@ -90,17 +91,23 @@ function userErrors(cmd: Command, path: string): Command {
 const SPLIT_HELP = `
 Each -b branch runs \`bash -c STRING\` in its own fork of the project, with
 cwd = the fork's copy of the current directory and your exported environment
-(minus MARSH_*, SBX_*, DOCKER_* and credential-shaped names). stdin is read
-to its end first and every branch reads it; a terminal stdin, or -n, means
-empty. split waits for every branch, prints one handle line on stdout and
-exits with the first nonzero branch status in declaration order (125 for a
-failed or rejected branch, 130 when cancelled, 2 when nothing could run).
-Ctrl-C cancels the split; a second Ctrl-C stops waiting.
+(minus MARSH_*, SBX_*, DOCKER_* and credential-shaped names).
 
-Argv branches (::: LABEL CMD ARGS...) are not yet available.
+Each ::: LABEL CMD ARGS... branch runs one registered Kit command (see
+\`marsh kits add\`) in a fresh container that sees, of the project, only its
+fork (at the same path) and the fork's Git metadata; CMD ARGS are taken
+verbatim, no TTY, network per the Kit. Everything after the first ::: belongs
+to argv branches, so -b and the options come first.
+
+stdin is read to its end first and every branch reads it; a terminal stdin,
+or -n, means empty. split waits for every branch, prints one handle line on
+stdout and exits with the first nonzero branch status in declaration order
+(125 for a failed or rejected branch, 130 when cancelled, 2 when nothing
+could run). Ctrl-C cancels the split; a second Ctrl-C stops waiting.
 
 Examples:
   git diff | marsh split -b tests='make test' -b lint='make lint' | marsh join
+  git diff | marsh split -b tests='make test' ::: review claude -p 'review this diff' | marsh join
   h=$(marsh split -n -b a='./fix.sh a' -b b='./fix.sh b')
   marsh join <<<"$h" -- ./apply.sh
 `;
@@ -168,7 +175,7 @@ function buildProgram(
         throw new CliError(
           `marsh split: unexpected argument ${
             JSON.stringify(words[0])
-          }; give each branch as -b LABEL='command'`,
+          }; give each branch as -b LABEL='command' or ::: LABEL CMD ARGS...`,
         );
       }
       setStatus(
@@ -300,6 +307,7 @@ function buildProgram(
 
   registerEngineCommands(program, { io, setStatus, userErrors });
   registerKitsCommands(program, { io, setStatus, userErrors });
+  registerJobsCommands(program, { io, setStatus, userErrors });
   return program;
 }
 

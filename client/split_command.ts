@@ -22,10 +22,6 @@ import type { CliIo, Signals } from "./io.ts";
 /** The word that starts an argv branch; never an argument of one. */
 export const ARGV_SEPARATOR = ":::";
 
-/** Until argv branches (containers) land, any `:::` is refused with this. */
-export const ARGV_NOT_YET =
-  "marsh split: argv branches (::: LABEL CMD ...) are not yet available; use -b LABEL='command'";
-
 /** The status of a split cancelled by Ctrl-C (spec 000 §2). */
 export const CANCELLED = 130;
 
@@ -33,7 +29,7 @@ export const CANCELLED = 130;
 export interface SplitOptions {
   /** Shell branches, in declaration order. */
   readonly branches: readonly BranchSpec[];
-  /** Everything after the first `:::`, verbatim. */
+  /** Everything from the first `:::` on, verbatim (see {@linkcode parseArgvBranches}). */
   readonly argvParts: readonly string[];
   /** `-n`: an empty spool whatever stdin is. */
   readonly noStdin: boolean;
@@ -77,6 +73,39 @@ export function splitAtArgvBranches(args: readonly string[]): {
   return { head: args.slice(0, at), argvParts: args.slice(at) };
 }
 
+/**
+ * Parses the words from the first `:::` on into argv branches: each `:::`
+ * starts one, `::: LABEL CMD [ARG...]`, and its words are taken verbatim
+ * (the outer shell has already quoted them). So `:::` can never be an
+ * argument: it always starts the next branch. The daemon checks the labels
+ * and that CMD is a registered Kit command.
+ *
+ * @throws {CliError} (status 2) for a `:::` without a label and a command
+ */
+export function parseArgvBranches(parts: readonly string[]): BranchSpec[] {
+  if (parts.length === 0) return [];
+  if (parts[0] !== ARGV_SEPARATOR) {
+    throw new TypeError(`argv branches start with ${ARGV_SEPARATOR}`);
+  }
+  const groups: string[][] = [];
+  for (const word of parts) {
+    if (word === ARGV_SEPARATOR) groups.push([]);
+    else groups[groups.length - 1]!.push(word);
+  }
+  return groups.map((words, i) => {
+    const [label, ...argv] = words;
+    if (label === undefined || label === "" || argv.length === 0) {
+      const got = words.length === 0 ? "nothing" : JSON.stringify(words.join(" "));
+      throw new CliError(
+        `marsh split: argv branch ${
+          i + 1
+        } needs a label and a command after ${ARGV_SEPARATOR}, got ${got}; e.g. ${ARGV_SEPARATOR} review claude -p 'review this diff'`,
+      );
+    }
+    return { kind: "argv", label, argv };
+  });
+}
+
 /** The handle line `marsh join` reads (spec 000 §12), with its newline. */
 export function handleLine(id: string): string {
   return `${JSON.stringify({ marsh_split: 1, id })}\n`;
@@ -93,10 +122,10 @@ export async function splitCommand(
   signals: Signals,
   connect: () => Promise<DaemonConnection> = connectDaemon,
 ): Promise<number> {
-  if (opts.argvParts.length > 0) throw new CliError(ARGV_NOT_YET);
-  if (opts.branches.length === 0) {
+  const branches = [...opts.branches, ...parseArgvBranches(opts.argvParts)];
+  if (branches.length === 0) {
     throw new CliError(
-      "marsh split: no branches; usage: marsh split [-n] -b LABEL='command' [-b LABEL='command']...",
+      "marsh split: no branches; usage: marsh split [-n] [-b LABEL='command']... [::: LABEL CMD ARGS...]...",
     );
   }
   const spool = !opts.noStdin && !io.stdinIsTerminal;
@@ -106,7 +135,7 @@ export async function splitCommand(
     v: 1,
     t: "split.create",
     cwd,
-    branches: opts.branches,
+    branches,
     env: io.env(),
     spool,
     withIgnored: opts.withIgnored === true,

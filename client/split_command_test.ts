@@ -16,7 +16,7 @@ import {
   spawnMarsh,
   tempHome,
 } from "./_fake_daemon.ts";
-import { ARGV_NOT_YET, parseShellBranch, splitAtArgvBranches } from "./split_command.ts";
+import { parseArgvBranches, parseShellBranch, splitAtArgvBranches } from "./split_command.ts";
 import { CliError } from "./cli_error.ts";
 
 const HANDLE = '{"marsh_split":1,"id":"S1"}\n';
@@ -91,23 +91,77 @@ Deno.test(
   },
 );
 
-Deno.test({ name: "split: ::: is refused and nothing is sent", permissions }, async () => {
-  await using home = await tempHome();
-  await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+Deno.test({ name: "parseArgvBranches takes each ::: group verbatim", permissions: {} }, () => {
+  assert.deepEqual(parseArgvBranches([]), []);
+  assert.deepEqual(
+    parseArgvBranches([":::", "a", "codex", "exec", "-x", "--model=y", ":::", "b", "pi", "", "-b"]),
+    [
+      { kind: "argv", label: "a", argv: ["codex", "exec", "-x", "--model=y"] },
+      { kind: "argv", label: "b", argv: ["pi", "", "-b"] },
+    ],
+  );
   for (
-    const args of [
-      ["split", ":::", "a", "codex", "exec", "-x", "--model=y"],
-      ["split", "-b", "t=make test", ":::", "r", "cmd", "-b", "nope"],
-      ["split", "-n", ":::"],
-    ]
+    const bad of [[":::"], [":::", "a"], [":::", "a", "x", ":::"], [":::", "", "x"], [
+      ":::",
+      ":::",
+      "a",
+      "x",
+    ]]
   ) {
-    const r = await marsh(args, { home: home.path, stdin: "null" });
-    assert.equal(r.code, 2, r.stderr);
-    assert.equal(r.stderr, `${ARGV_NOT_YET}\n`);
-    assert.equal(r.text, "");
+    assert.throws(
+      () => parseArgvBranches(bad),
+      (e: unknown) =>
+        e instanceof CliError && e.code === 2 &&
+        /needs a label and a command after :::/.test(e.message),
+      JSON.stringify(bad),
+    );
   }
-  assert.equal(daemon.connections.length, 0);
 });
+
+Deno.test(
+  { name: "split sends -b and ::: branches in declaration order, argv verbatim", permissions },
+  async () => {
+    await using home = await tempHome();
+    await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+    const run = spawnMarsh(
+      ["split", "-n", "-b", "t=make test", ":::", "r", "codex", "exec", "-b", "nope", "--", "x y"],
+      { home: home.path, stdin: "null" },
+    );
+    const conn = await daemon.accept();
+    const create = await conn.expect("split.create");
+    assert.deepEqual(create.branches, [
+      { kind: "shell", label: "t", script: "make test" },
+      { kind: "argv", label: "r", argv: ["codex", "exec", "-b", "nope", "--", "x y"] },
+    ]);
+    assert.equal(create.spool, false);
+    await conn.send({ v: 1, t: "split.accepted", id: "S1" });
+    await conn.send({ v: 1, t: "split.done", id: "S1", code: 0, manifest: manifest("S1") });
+    const r = await run.done;
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.text, HANDLE);
+  },
+);
+
+Deno.test(
+  { name: "split: a ::: without LABEL CMD is refused, nothing sent", permissions },
+  async () => {
+    await using home = await tempHome();
+    await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+    for (
+      const args of [
+        ["split", "-n", ":::"],
+        ["split", ":::", "a"],
+        ["split", "-b", "t=make test", ":::", "r", "cmd", ":::", "x"],
+      ]
+    ) {
+      const r = await marsh(args, { home: home.path, stdin: "null" });
+      assert.equal(r.code, 2, r.stderr);
+      assert.match(r.stderr, /^marsh split: argv branch \d needs a label and a command after :::/);
+      assert.equal(r.text, "");
+    }
+    assert.equal(daemon.connections.length, 0);
+  },
+);
 
 Deno.test(
   { name: "split: usage errors exit 2 with the fix, nothing sent", permissions },
@@ -115,7 +169,7 @@ Deno.test(
     await using home = await tempHome();
     await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
     const cases: [string[], RegExp][] = [
-      [["split"], /^marsh split: no branches; usage: marsh split \[-n\] -b LABEL='command'/],
+      [["split"], /^marsh split: no branches; usage: marsh split \[-n\] \[-b LABEL='command'\]/],
       [["split", "-n"], /no branches/],
       [["split", "-b", "noequals"], /^marsh split: -b needs LABEL=STRING, got "noequals"; e\.g\./],
       [["split", "-b", "=make"], /^marsh split: -b needs a label before "="/],

@@ -13,6 +13,7 @@
  * @module
  */
 
+import { EngineError, engineSocket } from "../engine/private_engine.ts";
 import { Journal } from "../journal/journal.ts";
 import {
   ControlDirError,
@@ -26,6 +27,7 @@ import {
 } from "../protocol/control_dir.ts";
 import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
 import { probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
 import { Log } from "./log.ts";
 import { BranchPool } from "./pool.ts";
@@ -129,6 +131,23 @@ async function main(): Promise<number> {
     log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
   }
 
+  // The engine argv branches run on: the one the CLI user who started this
+  // daemon means (DOCKER_HOST, else the control dir's private engine when it
+  // runs, else the default socket), chosen once at start.
+  let engine: string | null = null;
+  let engineProblem: string | undefined;
+  try {
+    engine = engineSocket(Deno.env, home).path;
+    if (engine.includes(",")) {
+      engineProblem = `the engine socket ${engine} holds a comma`;
+      engine = null;
+    }
+  } catch (error) {
+    if (!(error instanceof EngineError)) throw error;
+    engineProblem = error.message;
+  }
+  log.info(engine === null ? `kit engine: none (${engineProblem})` : `kit engine: ${engine}`);
+
   const namespace = await serviceNamespace(settings.forks);
   const splitfs = SplitfsService.start({ userNamespace: namespace.use });
   let stopping = false;
@@ -139,17 +158,28 @@ async function main(): Promise<number> {
     // next start's recovery mark what was running uncertain.
     log.info(`worker lost: ${why}; stopping`);
     stopped.resolve(1);
-  });
+  }, engine);
   const server = new Server(home, log);
+  const pool = new BranchPool();
+  const jobs = new KitJobs({
+    journal,
+    pool,
+    log,
+    reset: engine === null ? null : (kit) => worker.resetKit(kit),
+    ...(engineProblem === undefined ? {} : { engineProblem }),
+  });
+  // Uncertain jobs of the last daemon keep their slots until `marsh workers reset`.
+  jobs.adopt(report);
   const splits = new Splits({
     journal,
     splitfs,
     worker,
-    pool: new BranchPool(),
+    pool,
     sockets: server,
     log,
     home,
     settings,
+    ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();
   const forks = await probeForks(splitfs, home, settings.forks, namespace.note);
@@ -175,6 +205,7 @@ async function main(): Promise<number> {
     stop: () => stopped.resolve(0),
   });
   server.attachKits(new KitRegistry({ journal, home, log }));
+  server.attachJobs(jobs);
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

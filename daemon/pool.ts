@@ -23,6 +23,16 @@ export class BranchPool {
     return true;
   }
 
+  /**
+   * Takes a slot whatever the pool's fill: one a restart found held (an
+   * uncertain job's), which stays held until a reset releases it.
+   */
+  hold(session: string, holder: string): void {
+    const set = this.#held.get(session) ?? new Set<string>();
+    set.add(holder);
+    this.#held.set(session, set);
+  }
+
   /** Frees a slot once the holder's end is confirmed. */
   release(session: string, holder: string): void {
     const set = this.#held.get(session);

@@ -15,9 +15,27 @@ import {
 } from "../protocol/control_dir.ts";
 import type { ClientFrame, GcReply } from "../protocol/daemon.ts";
 import { type Authority, Conn } from "./conn.ts";
+import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
 import { type BranchSockets, RequestError, type Splits } from "./splits.ts";
+
+/** How long a refused request's connection is read on before it is closed. */
+const DRAIN_MS = 2_000;
+
+/** Reads and drops `conn`'s frames until it ends or `ms` pass. */
+async function drain(conn: Conn, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), ms));
+  try {
+    for (;;) {
+      const frame = await Promise.race([conn.next(), late]).catch(() => null);
+      if (frame === null || frame === "late") return;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** What the server needs to answer the requests that are not about one split. */
 export interface ServerHooks {
@@ -42,6 +60,7 @@ export class Server implements BranchSockets {
   #splits: Splits | null = null;
   #hooks: ServerHooks | null = null;
   #kits: KitRegistry | null = null;
+  #jobs: KitJobs | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -59,6 +78,18 @@ export class Server implements BranchSockets {
   /** Wires the Kit registry (`kits.add`, `kits.list`, `kits.rm`). */
   attachKits(kits: KitRegistry): void {
     this.#kits = kits;
+  }
+
+  /** Wires `marsh jobs` and `marsh workers reset`. */
+  attachJobs(jobs: KitJobs): void {
+    this.#jobs = jobs;
+  }
+
+  #kitJobs(): KitJobs {
+    if (this.#jobs === null) {
+      throw new RequestError(125, "Kit jobs are not available in this daemon");
+    }
+    return this.#jobs;
   }
 
   #registry(): KitRegistry {
@@ -149,6 +180,12 @@ export class Server implements BranchSockets {
         );
         await conn.send({ v: 1, t: "error", code: 125, message: `internal error: ${error}` });
       }
+      await conn.flush();
+      // A refused split.create's caller may still be sending its spool; closing
+      // under those writes can reset the connection before it reads the refusal.
+      // Read on (and drop) until it hangs up, for a short while.
+      if (first.t === "split.create") await drain(conn, DRAIN_MS);
+      return;
     }
     await conn.flush();
   }
@@ -197,6 +234,16 @@ export class Server implements BranchSockets {
           v: 1,
           t: "kits.removed",
           kit: this.#registry().remove(conn.authority, frame.name),
+        });
+        return;
+      case "jobs.list":
+        await conn.send({ v: 1, t: "jobs", jobs: this.#kitJobs().list(conn.authority) });
+        return;
+      case "workers.reset":
+        await conn.send({
+          v: 1,
+          t: "workers.reset",
+          ...await this.#kitJobs().reset(conn.authority, frame.kit),
         });
         return;
       default:

@@ -11,7 +11,8 @@
 
 import { Buffer } from "node:buffer";
 import type { Journal } from "../journal/journal.ts";
-import type { BranchRecord, Creator, SplitRecord } from "../journal/records.ts";
+import type { KitRecord } from "../journal/kits.ts";
+import type { BranchRecord, Creator, JobRecord, SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR, SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { BranchSpec, JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
 import { branchCode, splitCode } from "../protocol/manifest.ts";
@@ -26,6 +27,8 @@ import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
 import { labelProblem } from "../splitfs/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
+import { heldByUncertainJobs } from "./jobs.ts";
+import { checkArgvBranches } from "./kit_names.ts";
 import type { Log } from "./log.ts";
 import { manifestOf } from "./manifest.ts";
 import type { BranchPool } from "./pool.ts";
@@ -95,6 +98,11 @@ export interface SplitDeps {
   readonly log: Log;
   readonly home: string;
   readonly settings: Settings;
+  /**
+   * Why argv branches cannot run in this daemon (the worker has no engine:
+   * `DOCKER_HOST` could not be used), or absent when they can.
+   */
+  readonly engineProblem?: string;
 }
 
 interface LiveBranch {
@@ -117,6 +125,15 @@ interface LiveBranch {
   /** Bytes of stdout and stderr the worker kept, final once the attempt settled. */
   outputBytes: number;
   outputFinal: boolean;
+  /** An argv branch's Kit, resolved at create, and its job. */
+  readonly kit: KitRecord | null;
+  readonly jobId: string | null;
+  /** An argv branch's container, once it exists. */
+  container: string | null;
+  /** The Kit's wall clock stopped the container. */
+  wall: boolean;
+  /** The end is confirmed without an exit (a Kit attempt that failed and left nothing). */
+  confirmed: boolean;
 }
 
 /** A split this daemon process is running or holding. */
@@ -173,6 +190,16 @@ function outputSize(dir: string): number {
     }
   }
   return n;
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.lstatSync(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
 }
 
 function newId(): string {
@@ -260,12 +287,26 @@ export class Splits {
         );
       }
     }
-    if (req.branches.some((b) => b.kind === "argv")) {
-      throw new RequestError(
-        2,
-        "argv branches (::: LABEL CMD ...) are not yet available; use -b LABEL='command'",
-      );
+    const unknown = checkArgvBranches(req.branches, this.#d.journal);
+    if (unknown !== null) throw new RequestError(2, unknown);
+  }
+
+  /**
+   * The registration of every argv branch's Kit, resolved once at create:
+   * a later `kits rm` or `--replace` does not change a running split.
+   */
+  #resolveKits(req: SplitCreateRequest): Map<string, KitRecord> {
+    const kits = new Map<string, KitRecord>();
+    for (const b of req.branches) {
+      if (b.kind !== "argv" || kits.has(b.argv[0]!)) continue;
+      const kit = this.#d.journal.getKit(b.argv[0]!);
+      if (kit === null) {
+        // Removed since the check: refuse the same way.
+        throw new RequestError(2, checkArgvBranches([b], this.#d.journal) ?? `unknown Kit command`);
+      }
+      kits.set(kit.name, kit);
     }
+    return kits;
   }
 
   /** `marsh split`: runs a split over the creator's connection. */
@@ -273,6 +314,7 @@ export class Splits {
     const { journal, splitfs, log } = this.#d;
     if (this.#stopping) throw new RequestError(2, "the daemon is stopping");
     this.#validate(req, conn.authority);
+    const kits = this.#resolveKits(req);
     let located: LocatedReply;
     try {
       located = await splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd: req.cwd });
@@ -315,33 +357,56 @@ export class Splits {
       createdMs: now,
       revokedMs: null,
     });
-    // Every requested branch is on record before anything runs: a restart
-    // reports the ones that never started as cancelled.
-    journal.addBranches(
-      id,
-      req.branches.map((b, index): BranchRecord => ({
-        split: id,
-        label: b.label,
-        index,
-        kind: b.kind,
-        placement: "shell-vm",
-        run: b.kind === "shell" ? b.script : b.argv,
-        state: "pending",
-        status: null,
-        code: null,
-        jobId: null,
-        files: 0,
-        trust: null,
-        fork: `${split.dir}/${b.label}`,
-        forkIdentity: null,
-        forkStrategy: null,
-        attempt: null,
-        startedMs: null,
-        finishedMs: null,
-        result: null,
-        mechanism: null,
-      })),
-    );
+    // Every requested branch (and an argv branch's job) is on record before
+    // anything runs: a restart reports the ones that never started as cancelled.
+    const jobIds = new Map<string, string>();
+    for (const b of req.branches) if (b.kind === "argv") jobIds.set(b.label, newId());
+    const branchRecords = req.branches.map((b, index): BranchRecord => ({
+      split: id,
+      label: b.label,
+      index,
+      kind: b.kind,
+      placement: b.kind === "shell" ? "shell-vm" : `kit:${b.argv[0]}`,
+      run: b.kind === "shell" ? b.script : b.argv,
+      state: "pending",
+      status: null,
+      code: null,
+      jobId: jobIds.get(b.label) ?? null,
+      files: 0,
+      trust: null,
+      fork: `${split.dir}/${b.label}`,
+      forkIdentity: null,
+      forkStrategy: null,
+      attempt: null,
+      startedMs: null,
+      finishedMs: null,
+      result: null,
+      mechanism: null,
+    }));
+    journal.immediate(() => {
+      journal.addBranches(id, branchRecords);
+      for (const b of req.branches) {
+        if (b.kind !== "argv") continue;
+        const job: JobRecord = {
+          id: jobIds.get(b.label)!,
+          kit: b.argv[0]!,
+          args: b.argv,
+          split: id,
+          label: b.label,
+          session,
+          state: "queued",
+          cleanup: "none",
+          attempt: null,
+          container: null,
+          status: null,
+          code: null,
+          createdMs: now,
+          startedMs: null,
+          finishedMs: null,
+        };
+        journal.addJob(job);
+      }
+    });
     const live = this.#liveOf(id, session);
     live.creatorConn = conn;
     log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
@@ -368,7 +433,9 @@ export class Splits {
           cwd: req.cwd,
           env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
           withIgnored: req.withIgnored,
-          forks: this.#d.settings.forks,
+          // A fork mounted in the service's own namespace is invisible to the
+          // engine: a split with argv branches takes copies there.
+          forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : this.#d.settings.forks,
         },
         undefined,
         (p) => {
@@ -444,6 +511,11 @@ export class Splits {
         dir: null,
         outputBytes: 0,
         outputFinal: false,
+        kit: spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
+        jobId: jobIds.get(spec.label) ?? null,
+        container: null,
+        wall: false,
+        confirmed: false,
       });
     }
     live.timing.forks = Math.round(performance.now() - t0);
@@ -452,7 +524,10 @@ export class Splits {
     const runStart = performance.now();
     const env = filterEnv(req.env);
     live.outputTimer = setInterval(() => this.#checkOutput(live), OUTPUT_POLL_MS);
-    for (const b of live.branches.values()) await this.#launch(live, split, b, env, spool);
+    for (const b of live.branches.values()) {
+      if (b.spec.kind === "argv") await this.#launchKit(live, split, b, req.env, spool);
+      else await this.#launch(live, split, b, env, spool);
+    }
     await this.#pause("mid-run");
     await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
     live.timing.run = Math.round(performance.now() - runStart);
@@ -526,6 +601,52 @@ export class Splits {
     live.cancelReason ??= reason;
   }
 
+  /** A branch that never starts still ends with a status and an out/ entry. */
+  async #endUnlaunched(
+    live: LiveSplit,
+    b: LiveBranch,
+    state: "cancelled" | "failed",
+    status: string,
+  ): Promise<void> {
+    const { journal } = this.#d;
+    const label = b.spec.label;
+    const now = Date.now();
+    const code = branchCode(status) ?? 125;
+    journal.transitionBranch(live.id, label, ["pending"], state, {
+      status,
+      code,
+      finishedMs: now,
+    });
+    if (b.jobId !== null) {
+      journal.updateJob(b.jobId, { state, cleanup: "none", status, code, finishedMs: now });
+    }
+    await this.#publish(live, label, status, null);
+    b.settled.resolve();
+  }
+
+  /**
+   * Takes a pool slot for `b`; when the pool is full, the branch fails with
+   * `failed: capacity` and the creator hears which Kits hold slots.
+   */
+  async #admit(live: LiveSplit, b: LiveBranch): Promise<boolean> {
+    const { pool, journal } = this.#d;
+    const label = b.spec.label;
+    if (pool.admit(live.session, `${live.id}/${label}`)) {
+      b.slot = true;
+      return true;
+    }
+    const held = heldByUncertainJobs(journal, live.session);
+    if (held !== "" && live.creatorConn && !live.creatorConn.isClosed) {
+      await live.creatorConn.send({
+        v: 1,
+        t: "notice",
+        message: `marsh split: branch ${label}: failed: capacity: ${pool.size} branches (${held})`,
+      });
+    }
+    await this.#endUnlaunched(live, b, "failed", "failed: capacity");
+    return false;
+  }
+
   async #launch(
     live: LiveSplit,
     split: SplitRecord,
@@ -533,35 +654,24 @@ export class Splits {
     env: Record<string, string>,
     spool: string | null,
   ): Promise<void> {
-    const { journal, pool, worker, sockets, home, splitfs } = this.#d;
+    const { journal, worker, sockets, home, splitfs } = this.#d;
     const label = b.spec.label;
-    // A branch that never starts still ends with a status and an out/ entry.
-    const endUnlaunched = async (state: "cancelled" | "failed", status: string) => {
-      journal.transitionBranch(live.id, label, ["pending"], state, {
-        status,
-        code: branchCode(status) ?? 125,
-        finishedMs: Date.now(),
-      });
-      await this.#publish(live, label, status, null);
-      b.settled.resolve();
-    };
     if (live.cancelReason) {
       b.cancelled = true;
-      return endUnlaunched("cancelled", "cancelled");
+      return this.#endUnlaunched(live, b, "cancelled", "cancelled");
     }
     // A userns-overlay fork is mounted in the service's namespace only: the
     // branch joins it there, or its cwd would be the bare mount point.
     const namespace = b.strategy === "userns-overlay" ? splitfs.namespace : null;
     if (b.strategy === "userns-overlay" && namespace === null) {
-      return endUnlaunched(
+      return this.#endUnlaunched(
+        live,
+        b,
         "failed",
         "failed: its fork is mounted in a namespace the split-filesystem service does not have",
       );
     }
-    if (!pool.admit(live.session, `${live.id}/${label}`)) {
-      return endUnlaunched("failed", "failed: capacity");
-    }
-    b.slot = true;
+    if (!(await this.#admit(live, b))) return;
     const attempt = `${live.id}-${label}-${newId().slice(0, 4)}`;
     const dir = `${home}/${ATTEMPTS_DIR}/${attempt}`;
     Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -619,6 +729,211 @@ export class Splits {
   }
 
   /**
+   * Launches an argv branch: one Kit job, one fresh container (spec 000 §1,
+   * §8). Its cwd is the fork's copy of the caller's cwd at the same absolute
+   * path inside the container; it mounts, of the project, only its fork, the
+   * fork's Git metadata and the object dirs. Capture starts only after the
+   * worker verified the container deleted (`settled`); until then the pool
+   * slot stays taken.
+   */
+  async #launchKit(
+    live: LiveSplit,
+    split: SplitRecord,
+    b: LiveBranch,
+    callerEnv: Readonly<Record<string, string>>,
+    spool: string | null,
+  ): Promise<void> {
+    const { journal, worker, home, log, settings } = this.#d;
+    const label = b.spec.label;
+    const kit = b.kit!;
+    const jobId = b.jobId!;
+    if (live.cancelReason) {
+      b.cancelled = true;
+      return this.#endUnlaunched(live, b, "cancelled", "cancelled");
+    }
+    if (worker.engine === null) {
+      return this.#endUnlaunched(
+        live,
+        b,
+        "failed",
+        `failed: no Docker engine for Kit branches: ${this.#d.engineProblem ?? "none was chosen"}`,
+      );
+    }
+    if (b.strategy === "userns-overlay") {
+      return this.#endUnlaunched(
+        live,
+        b,
+        "failed",
+        "failed: its fork is mounted in a namespace the Docker engine cannot see",
+      );
+    }
+    if (!(await this.#admit(live, b))) return;
+    const attempt = `${live.id}-${label}-${newId().slice(0, 4)}`;
+    const dir = `${home}/${ATTEMPTS_DIR}/${attempt}`;
+    Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    b.attempt = attempt;
+    b.dir = dir;
+    // A daemon record, revoked at the job's end; /run/marsh/cap.sock comes later (capDir null).
+    journal.createCapability({
+      id: `${live.id}/${label}`,
+      split: live.id,
+      label,
+      holder: `job:${jobId}`,
+      state: "live",
+      createdMs: Date.now(),
+      revokedMs: null,
+    });
+    const now = Date.now();
+    journal.transitionBranch(live.id, label, ["pending"], "running", {
+      attempt,
+      startedMs: now,
+    });
+    // Journaled before the worker is asked: from here a container may exist.
+    journal.updateJob(jobId, { state: "running", cleanup: "live", attempt, startedMs: now });
+    b.launched = true;
+    const git = journal.getSplit(live.id)?.git ?? null;
+    const env: Record<string, string> = {};
+    for (const name of kit.env) {
+      const value = callerEnv[name];
+      if (value !== undefined) env[name] = value;
+    }
+    const argv = (b.spec as { argv: readonly string[] }).argv;
+    await worker.kitLaunch(
+      {
+        job: jobId,
+        attempt,
+        split: live.id,
+        label,
+        kit: {
+          name: kit.name,
+          // The id checked at registration: a re-tagged image does not change a Kit.
+          image: kit.imageId,
+          entrypoint: kit.entrypoint,
+          network: kit.network,
+          env: kit.env,
+          wallS: kit.wallS,
+          home: kit.home,
+        },
+        argv,
+        env,
+        fork: b.fork,
+        cwd: split.cwd === "" ? b.fork : `${b.fork}/${split.cwd}`,
+        admin: git === null ? null : `${split.dir}/.admin/${label}`,
+        objectDirs: git?.objects ?? [],
+        stdin: spool,
+        stdout: `${dir}/stdout`,
+        stderr: `${dir}/stderr`,
+        outputLimit: OUTPUT_LIMIT,
+        capDir: null,
+      },
+      settings.graceMs,
+      {
+        launched: (container) => {
+          b.running = true;
+          b.container = container;
+          journal.updateJob(jobId, { container });
+          log.info(
+            `split ${live.id}/${label}: job ${jobId} (kit ${kit.name}) container ${container}`,
+          );
+        },
+        exited: (code, signal, wall) => {
+          b.exit = { code, signal };
+          b.wall = wall;
+        },
+        settled: () => {
+          this.#settled(live, b, dir).catch((error) => {
+            log.info(`split ${live.id}/${label}: settle failed: ${error?.stack ?? error}`);
+            b.settled.resolve();
+          });
+        },
+        outputLimit: () => this.cancel(live.id, OUTPUT_LIMIT_REASON),
+        error: (message) => {
+          this.#kitFailed(live, b, dir, message).catch((error) => {
+            log.info(`split ${live.id}/${label}: failure not recorded: ${error?.stack ?? error}`);
+            b.settled.resolve();
+          });
+        },
+        unreaped: (container, message) => this.#kitUnreaped(live, b, container, message),
+      },
+    );
+  }
+
+  /**
+   * A Kit attempt ended without running to an exit, and nothing of it is
+   * left (protocol/worker.ts): the branch failed (or was cancelled before
+   * its container started) and its slot frees.
+   */
+  async #kitFailed(live: LiveSplit, b: LiveBranch, dir: string, message: string): Promise<void> {
+    const { journal, log, pool } = this.#d;
+    const label = b.spec.label;
+    log.info(`split ${live.id}/${label}: kit ${b.kit?.name}: ${message}`);
+    b.confirmed = true;
+    journal.revokeCapability(`${live.id}/${label}`);
+    const cancelled = live.cancelReason !== null;
+    const state = cancelled ? "cancelled" : "failed";
+    const status = cancelled ? "cancelled" : `failed: ${message}`;
+    const code = branchCode(status) ?? 125;
+    const outputs = ["stdout", "stderr"].every((n) => exists(`${dir}/${n}`))
+      ? { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` }
+      : null;
+    b.outputBytes = outputSize(dir);
+    b.outputFinal = true;
+    const published = await this.#publish(live, label, status, outputs);
+    if (published.ok) {
+      await Deno.remove(dir, { recursive: true }).catch((error) =>
+        log.info(`split ${live.id}/${label}: ${dir} not removed: ${error}`)
+      );
+    }
+    const now = Date.now();
+    journal.transitionBranch(live.id, label, ["running"], state, {
+      status,
+      code,
+      finishedMs: now,
+    });
+    journal.updateJob(b.jobId!, {
+      state,
+      cleanup: b.container === null ? "none" : "removed",
+      status,
+      code,
+      finishedMs: now,
+    });
+    if (b.slot) pool.release(live.session, `${live.id}/${label}`);
+    b.slot = false;
+    b.settled.resolve();
+  }
+
+  /**
+   * A container of a Kit attempt may still exist: the branch is uncertain,
+   * its fork untrusted and never captured, and its pool slot stays held
+   * until `marsh workers reset KIT` verifies the deletion (spec 000 §4, §13).
+   */
+  #kitUnreaped(live: LiveSplit, b: LiveBranch, container: string | null, message: string): void {
+    const { journal, log } = this.#d;
+    const label = b.spec.label;
+    const kit = b.kit!.name;
+    const status = `failed: ${message}; its slot is held until: marsh workers reset ${kit}`;
+    log.info(`split ${live.id}/${label}: job ${b.jobId}: ${status}`);
+    journal.revokeCapability(`${live.id}/${label}`);
+    const now = Date.now();
+    journal.transitionBranch(live.id, label, ["running"], "uncertain", {
+      trust: "untrusted",
+      status,
+      code: 125,
+      finishedMs: now,
+    });
+    journal.updateJob(b.jobId!, {
+      state: "uncertain",
+      cleanup: "uncertain",
+      ...(container !== null ? { container } : {}),
+      status,
+      code: 125,
+      finishedMs: now,
+    });
+    // b.slot stays true: the slot is released by `marsh workers reset`, not here.
+    b.settled.resolve();
+  }
+
+  /**
    * The worker gave up on an attempt. Before `launched` nothing ran: the
    * branch failed and its slot frees. After it, processes may still live: the
    * branch is uncertain, its fork untrusted, its slot held until reset.
@@ -651,6 +966,7 @@ export class Splits {
   async #settled(live: LiveSplit, b: LiveBranch, dir: string): Promise<void> {
     const { journal, splitfs, pool, sockets } = this.#d;
     const label = b.spec.label;
+    b.confirmed = true;
     if (b.socket) sockets.close(b.socket);
     journal.revokeCapability(`${live.id}/${label}`);
     const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
@@ -665,6 +981,7 @@ export class Splits {
       status = "cancelled";
     } else {
       status = exitStatus(b.exit?.code ?? null, b.exit?.signal ?? null);
+      if (b.wall) status = `failed: wall clock limit of ${b.kit?.wallS} s reached`;
       await this.#pause("mid-capture");
       const t0 = performance.now();
       try {
@@ -698,12 +1015,24 @@ export class Splits {
         this.#d.log.info(`split ${live.id}/${label}: ${dir} not removed: ${error}`)
       );
     }
+    const code = branchCode(status) ?? 125;
+    const now = Date.now();
     journal.transitionBranch(live.id, label, ["running"], state, {
       status,
-      code: branchCode(status) ?? 125,
+      code,
       files,
-      finishedMs: Date.now(),
+      finishedMs: now,
     });
+    if (b.jobId !== null) {
+      // Settled means its container's removal was verified (protocol/worker.ts).
+      journal.updateJob(b.jobId, {
+        state: state === "cancelled" ? "cancelled" : "finished",
+        cleanup: "removed",
+        status,
+        code,
+        finishedMs: now,
+      });
+    }
     if (b.slot) pool.release(live.session, `${live.id}/${label}`);
     b.slot = false;
     b.settled.resolve();
@@ -829,7 +1158,7 @@ export class Splits {
     const reason = live.cancelReason ?? "cancelled";
     // Every branch's end is confirmed once it settled (the worker reaps or kills all).
     const unconfirmed = [...live.branches.values()].filter((b) =>
-      b.launched && !b.exit && !b.cancelled
+      b.launched && !b.exit && !b.cancelled && !b.confirmed
     )
       .map((b) => b.spec.label);
     let message = `split ${live.id} cancelled: ${reason}`;
@@ -1086,6 +1415,14 @@ export class Splits {
       throw new RequestError(
         2,
         `split ${id} is running; cancel it first with: marsh splits cancel ${id}`,
+      );
+    }
+    // NoRemoveWhileLive: a container of one of its Kit jobs may still write its fork.
+    const held = journal.listJobs({ split: id, cleanups: ["live", "uncertain"] })[0];
+    if (held !== undefined) {
+      throw new RequestError(
+        2,
+        `split ${id} not removed: the container of branch ${held.label} (kit ${held.kit}, job ${held.id}) may still run; remove it first with: marsh workers reset ${held.kit}`,
       );
     }
     const live = this.#liveOf(id, s.session);

@@ -8,8 +8,10 @@
  * @module
  */
 
+import type { KitLaunch } from "../protocol/kit_launch.ts";
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import {
+  type KitResetDoneEvent,
   type LaunchRequest,
   parseWorkerEvent,
   type WorkerEvent,
@@ -17,6 +19,7 @@ import {
 } from "../protocol/worker.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { workerFlags } from "../worker/flags.ts";
+import { kitWorkerFlags } from "../worker/kit_flags.ts";
 
 /** What a shell branch attempt runs with: the launch frame without its envelope. */
 export type LaunchSpec =
@@ -32,6 +35,23 @@ export interface AttemptEvents {
   error(message: string): void;
 }
 
+/** The events of one argv branch (Kit container) attempt; see `protocol/worker.ts`. */
+export interface KitAttemptEvents {
+  /** The container exists. */
+  launched(container: string): void;
+  exited(code: number | null, signal: string | null, wall: boolean): void;
+  /** The container is gone (verified) and the output files are closed. */
+  settled(): void;
+  outputLimit(bytes: number): void;
+  /** Nothing of the attempt is left; it failed. */
+  error(message: string): void;
+  /** A container of the attempt may still exist. */
+  unreaped(container: string | null, message: string): void;
+}
+
+/** What `marsh workers reset KIT` found in the engine. */
+export type KitResetResult = Omit<KitResetDoneEvent, "v" | "t" | "id">;
+
 const repo = new URL("../", import.meta.url);
 
 /** A running worker process. */
@@ -39,32 +59,52 @@ export class WorkerLink {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   readonly #attempts = new Map<string, AttemptEvents>();
+  readonly #kitAttempts = new Map<string, KitAttemptEvents>();
+  readonly #resets = new Map<string, PromiseWithResolvers<KitResetResult>>();
+  #resetIds = 0;
+  /** The engine socket the worker drives, or null when it has none. */
+  readonly engine: string | null;
   #sending: Promise<void> = Promise.resolve();
   readonly #done: Promise<void>;
   #onLost: (why: string) => void;
 
-  private constructor(child: Deno.ChildProcess, onLost: (why: string) => void) {
+  private constructor(
+    child: Deno.ChildProcess,
+    onLost: (why: string) => void,
+    engine: string | null,
+  ) {
     this.#child = child;
+    this.engine = engine;
     this.#writer = child.stdin.getWriter();
     this.#onLost = onLost;
     this.#done = this.#readEvents();
   }
 
-  /** Starts the worker; `onLost` is called if it dies or speaks garbage. */
-  static start(home: string, onLost: (why: string) => void): WorkerLink {
+  /**
+   * Starts the worker; `onLost` is called if it dies or speaks garbage.
+   * With `engine` (a Docker engine's socket, `engineSocket` of
+   * `engine/private_engine.ts`) it runs with `kitWorkerFlags` and runs argv
+   * branches there too; without, `kit-launch` fails.
+   */
+  static start(
+    home: string,
+    onLost: (why: string) => void,
+    engine: string | null = null,
+  ): WorkerLink {
     const child = new Deno.Command(denoPath(), {
       args: [
         "run",
-        ...workerFlags(home),
+        ...(engine === null ? workerFlags(home) : kitWorkerFlags(home, engine)),
         `--config=${new URL("deno.json", repo).pathname}`,
         new URL("worker/main.ts", repo).pathname,
+        ...(engine === null ? [] : [`--engine=${engine}`]),
       ],
       env: { MARSH_HOME: home },
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    return new WorkerLink(child, onLost);
+    return new WorkerLink(child, onLost, engine);
   }
 
   #send(req: WorkerRequest): Promise<void> {
@@ -79,22 +119,38 @@ export class WorkerLink {
       for await (const frame of readFrames(this.#child.stdout)) {
         this.#dispatch(parseWorkerEvent(frame));
       }
+      this.#failResets("the worker exited");
       this.#onLost("the worker exited");
     } catch (error) {
+      this.#failResets(`the worker's frames broke: ${error}`);
       this.#onLost(`the worker's frames broke: ${error}`);
     }
   }
 
+  #failResets(why: string): void {
+    for (const r of this.#resets.values()) r.reject(new Error(why));
+    this.#resets.clear();
+  }
+
   #dispatch(ev: WorkerEvent): void {
+    if (ev.t === "kit-reset-done") {
+      const r = this.#resets.get(ev.id);
+      this.#resets.delete(ev.id);
+      const { v: _v, t: _t, id: _id, ...result } = ev;
+      r?.resolve(result);
+      return;
+    }
     if (!("attempt" in ev) || ev.attempt === undefined) {
       if (ev.t === "error") this.#onLost(`worker error: ${ev.message}`);
       return;
     }
+    const k = this.#kitAttempts.get(ev.attempt);
+    if (k) return this.#dispatchKit(ev.attempt, k, ev);
     const h = this.#attempts.get(ev.attempt);
     if (!h) return;
     switch (ev.t) {
       case "launched":
-        h.launched(ev.pid, ev.mechanism);
+        if ("pid" in ev) h.launched(ev.pid, ev.mechanism);
         break;
       case "exited":
         h.exited(ev.code, ev.signal);
@@ -114,6 +170,50 @@ export class WorkerLink {
     }
   }
 
+  #dispatchKit(attempt: string, k: KitAttemptEvents, ev: WorkerEvent): void {
+    switch (ev.t) {
+      case "launched":
+        if ("container" in ev) k.launched(ev.container);
+        break;
+      case "exited":
+        k.exited(ev.code, ev.signal, ev.wall === true);
+        break;
+      case "output-limit":
+        k.outputLimit(ev.bytes);
+        break;
+      case "settled":
+        this.#kitAttempts.delete(attempt);
+        k.settled();
+        break;
+      case "error":
+        this.#kitAttempts.delete(attempt);
+        k.error(ev.message);
+        break;
+      case "unreaped":
+        this.#kitAttempts.delete(attempt);
+        k.unreaped(ev.container, ev.message);
+        break;
+    }
+  }
+
+  /** Launches an argv branch attempt (one Kit container); its events go to `events`. */
+  kitLaunch(launch: KitLaunch, graceMs: number, events: KitAttemptEvents): Promise<void> {
+    this.#kitAttempts.set(launch.attempt, events);
+    return this.#send({ v: 1, t: "kit-launch", ...launch, graceMs });
+  }
+
+  /**
+   * `marsh workers reset KIT`: the worker removes (verified) every container
+   * of the Kit that no live attempt runs.
+   */
+  resetKit(kit: string): Promise<KitResetResult> {
+    const id = `r${++this.#resetIds}`;
+    const r = Promise.withResolvers<KitResetResult>();
+    this.#resets.set(id, r);
+    void this.#send({ v: 1, t: "kit-reset", id, kit });
+    return r.promise;
+  }
+
   /** Launches a shell branch attempt; its events go to `events`. */
   launch(spec: LaunchSpec, events: AttemptEvents): Promise<void> {
     this.#attempts.set(spec.attempt, events);
@@ -127,12 +227,13 @@ export class WorkerLink {
 
   /** Attempts not yet settled. */
   get live(): string[] {
-    return [...this.#attempts.keys()];
+    return [...this.#attempts.keys(), ...this.#kitAttempts.keys()];
   }
 
   /** Asks the worker to cancel everything and exit, then waits for it. */
   async shutdown(): Promise<void> {
     this.#onLost = () => {};
+    this.#failResets("the worker is shutting down");
     await this.#send({ v: 1, t: "shutdown" });
     await this.#writer.close().catch(() => {});
     await this.#done;

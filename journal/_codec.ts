@@ -30,6 +30,12 @@ import {
   isBranchState,
   isCapabilityState,
   isSplitState,
+  JOB_CLEANUPS,
+  JOB_STATES,
+  type JobCleanup,
+  type JobPatch,
+  type JobRecord,
+  type JobState,
   type Mechanism,
   MECHANISMS,
   type Placement,
@@ -489,4 +495,75 @@ export function kitColumns(k: KitRecord): Record<string, SQLInputValue> {
     home: k.home,
     created_ms: k.createdMs,
   };
+}
+
+/** Decodes a `jobs` row. */
+export function jobFromRow(row: Row): JobRecord {
+  const r = new RowReader("job", String(row.id), row);
+  const args = r.json("args");
+  if (!isArgv(args)) return r.fail("args", "expected a non-empty list of text");
+  return {
+    id: r.text("id"),
+    kit: r.text("kit"),
+    args,
+    split: r.text("split"),
+    label: r.text("label"),
+    session: r.text("session"),
+    state: oneOf<JobState>(r, "state", JOB_STATES),
+    cleanup: oneOf<JobCleanup>(r, "cleanup", JOB_CLEANUPS),
+    attempt: r.optText("attempt"),
+    container: r.optText("container"),
+    status: r.optText("status"),
+    code: r.optInt("code"),
+    createdMs: r.int("created_ms"),
+    startedMs: r.optInt("started_ms"),
+    finishedMs: r.optInt("finished_ms"),
+  };
+}
+
+/** A job's column values. Throws `TypeError` for a value the types forbid. */
+export function jobColumns(j: JobRecord): Record<string, SQLInputValue> {
+  check(typeof j.id === "string" && j.id !== "", `"id" must be non-empty text`);
+  check(typeof j.kit === "string" && j.kit !== "", `"kit" must be non-empty text`);
+  check(isArgv(j.args), `"args" must be a non-empty list of text`);
+  checkMs(j.createdMs, "createdMs");
+  return {
+    id: j.id,
+    kit: j.kit,
+    args: JSON.stringify(j.args),
+    split: j.split,
+    label: j.label,
+    session: j.session,
+    created_ms: j.createdMs,
+    ...jobPatchColumns(j),
+  };
+}
+
+/** Columns for the mutable job fields present in `patch`. */
+export function jobPatchColumns(patch: JobPatch): Record<string, SQLInputValue> {
+  const out: Record<string, SQLInputValue> = {};
+  if (patch.state !== undefined) {
+    check((JOB_STATES as readonly string[]).includes(patch.state), `unknown job state`);
+    out.state = patch.state;
+  }
+  if (patch.cleanup !== undefined) {
+    check((JOB_CLEANUPS as readonly string[]).includes(patch.cleanup), `unknown job cleanup`);
+    out.cleanup = patch.cleanup;
+  }
+  if (patch.attempt !== undefined) out.attempt = patch.attempt;
+  if (patch.container !== undefined) out.container = patch.container;
+  if (patch.status !== undefined) out.status = patch.status;
+  if (patch.code !== undefined) {
+    check(patch.code === null || Number.isSafeInteger(patch.code), `"code" must be an integer`);
+    out.code = patch.code;
+  }
+  if (patch.startedMs !== undefined) {
+    checkMs(patch.startedMs, "startedMs");
+    out.started_ms = patch.startedMs;
+  }
+  if (patch.finishedMs !== undefined) {
+    checkMs(patch.finishedMs, "finishedMs");
+    out.finished_ms = patch.finishedMs;
+  }
+  return out;
 }

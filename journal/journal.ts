@@ -23,6 +23,9 @@ import {
   branchPatchColumns,
   capabilityColumns,
   capabilityFromRow,
+  jobColumns,
+  jobFromRow,
+  jobPatchColumns,
   kitColumns,
   kitFromRow,
   splitColumns,
@@ -40,6 +43,10 @@ import {
   type CapabilityRecord,
   isBranchState,
   isSplitState,
+  JOB_MUTABLE,
+  type JobFilter,
+  type JobPatch,
+  type JobRecord,
   type RecoveryReport,
   SPLIT_MUTABLE,
   type SplitCounts,
@@ -588,6 +595,69 @@ export class Journal implements Disposable {
     });
   }
 
+  // --- jobs ---------------------------------------------------------------
+
+  /** Records a Kit job. @throws {Deno.errors.AlreadyExists} for a known id. */
+  addJob(rec: JobRecord): void {
+    const cols = jobColumns(rec);
+    this.#write("add job", () => {
+      if (this.#get("SELECT 1 AS x FROM jobs WHERE id = :id", { id: rec.id }) !== undefined) {
+        throw new Deno.errors.AlreadyExists(`Job already exists: "${rec.id}"`);
+      }
+      this.#insert("jobs", cols);
+    });
+  }
+
+  /** Reads one job, or null. */
+  getJob(id: string): JobRecord | null {
+    return this.#read("read job", () => {
+      const row = this.#get("SELECT * FROM jobs WHERE id = :id", { id });
+      return row === undefined ? null : jobFromRow(row);
+    });
+  }
+
+  /**
+   * Changes a job's mutable fields ({@linkcode JOB_MUTABLE}).
+   *
+   * @throws {Deno.errors.NotFound} for an unknown job.
+   */
+  updateJob(id: string, patch: JobPatch): void {
+    const cols = jobPatchColumns(mutable(patch, JOB_MUTABLE, "job"));
+    this.#write("update job", () => {
+      if (!this.#update("jobs", cols, "id = :k_id", { k_id: id })) {
+        throw new Deno.errors.NotFound(`Job not found: "${id}"`);
+      }
+    });
+  }
+
+  /** The jobs matching `filter`, newest first (a split's jobs in declaration order). */
+  listJobs(filter: JobFilter = {}): JobRecord[] {
+    const where: string[] = [];
+    const params: Params = {};
+    if (filter.kit !== undefined) {
+      where.push("j.kit = :kit");
+      params.kit = filter.kit;
+    }
+    if (filter.split !== undefined) {
+      where.push("j.split = :split");
+      params.split = filter.split;
+    }
+    if (filter.cleanups !== undefined) {
+      if (filter.cleanups.length === 0) return [];
+      filter.cleanups.forEach((c, i) => params[`c${i}`] = c);
+      where.push(`j.cleanup IN (${filter.cleanups.map((_, i) => `:c${i}`).join(", ")})`);
+    }
+    if (filter.creatorSession !== undefined) {
+      where.push(
+        "j.split IN (SELECT id FROM splits WHERE creator_kind = 'session' AND creator_id = :cs)",
+      );
+      params.cs = filter.creatorSession;
+    }
+    const sql = `SELECT j.* FROM jobs j ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
+      ORDER BY j.created_ms DESC, j.rowid`;
+    return this.#read("list jobs", () => this.#all(sql, params).map((r) => jobFromRow(r)));
+  }
+
   // --- restart ------------------------------------------------------------
 
   /**
@@ -597,7 +667,10 @@ export class Journal implements Disposable {
    * `daemon restarted`; launched (`running`) branches become `uncertain`
    * and `untrusted`; unlaunched (`pending`) branches become `cancelled`
    * (status `cancelled`, code 130) and never start; every capability is
-   * revoked. Nothing is deleted, resumed or replayed. Running it again
+   * revoked. Kit jobs: queued ones are cancelled; launched ones (running,
+   * or whose container was not confirmed removed) become `uncertain` with
+   * cleanup `uncertain`, so their slots stay held until `marsh workers
+   * reset KIT`. Nothing is deleted, resumed or replayed. Running it again
    * changes nothing.
    */
   recoverAfterRestart(nowMs: number): RecoveryReport {
@@ -622,6 +695,24 @@ export class Journal implements Disposable {
       const revokedCapabilities = this.#all(
         "SELECT id FROM capabilities WHERE state = 'live' ORDER BY created_ms, id",
       ).map((r) => String(r.id));
+      const jobs = this.#all(
+        `SELECT id, kit, split, label, state, container FROM jobs
+         WHERE state IN ('queued', 'running') OR cleanup = 'live' ORDER BY created_ms, rowid`,
+      ).map((r) => ({
+        id: String(r.id),
+        kit: String(r.kit),
+        split: String(r.split),
+        label: String(r.label),
+        to: r.state === "queued" ? "cancelled" as const : "uncertain" as const,
+        container: r.container === null ? null : String(r.container),
+      }));
+      this.#run(
+        `UPDATE jobs SET state = 'cancelled', status = 'cancelled', code = 130,
+           finished_ms = :now WHERE state = 'queued'`,
+        { now: nowMs },
+      );
+      this.#run("UPDATE jobs SET state = 'uncertain' WHERE state = 'running'");
+      this.#run("UPDATE jobs SET cleanup = 'uncertain' WHERE cleanup = 'live'");
       const reason = RESTART_REASON;
       this.#run("UPDATE splits SET state = 'uncertain', reason = :reason WHERE state = 'run'", {
         reason,
@@ -641,7 +732,7 @@ export class Journal implements Disposable {
         "UPDATE capabilities SET state = 'revoked', revoked_ms = :now WHERE state = 'live'",
         { now: nowMs },
       );
-      return { atMs: nowMs, splits, branches, revokedCapabilities };
+      return { atMs: nowMs, splits, branches, revokedCapabilities, jobs };
     });
   }
 

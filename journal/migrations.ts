@@ -143,6 +143,32 @@ export const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 5,
+    name: "Kit jobs: argv branches run as Kit containers (issue 5 §3)",
+    sql: `
+      CREATE TABLE jobs (
+        id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+        kit TEXT NOT NULL CHECK (length(kit) > 0),
+        args TEXT NOT NULL CHECK (json_valid(args) AND json_type(args) = 'array'),
+        split TEXT NOT NULL,
+        label TEXT NOT NULL,
+        session TEXT NOT NULL,
+        state TEXT NOT NULL
+          CHECK (state IN ('queued', 'running', 'finished', 'failed', 'cancelled', 'uncertain')),
+        cleanup TEXT NOT NULL CHECK (cleanup IN ('none', 'live', 'removed', 'uncertain')),
+        attempt TEXT,
+        container TEXT,
+        status TEXT,
+        code INTEGER,
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        started_ms INTEGER,
+        finished_ms INTEGER
+      ) STRICT;
+      CREATE INDEX jobs_by_split ON jobs (split, label);
+      CREATE INDEX jobs_held ON jobs (kit) WHERE cleanup IN ('live', 'uncertain');
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -39,6 +39,33 @@ export const MECHANISMS = ["cgroup", "subreaper"] as const;
 /** A branch's supervision mechanism. */
 export type Mechanism = typeof MECHANISMS[number];
 
+/**
+ * Kit job states (spec 004 §13): `queued` (recorded, not launched),
+ * `running`, `finished` (its command exited), `failed` (it could not run),
+ * `cancelled`, `uncertain` (its end is unknown: a daemon restart, or a
+ * container whose removal was not verified).
+ */
+export const JOB_STATES = [
+  "queued",
+  "running",
+  "finished",
+  "failed",
+  "cancelled",
+  "uncertain",
+] as const;
+/** A Kit job's state. */
+export type JobState = typeof JOB_STATES[number];
+
+/**
+ * Whether a job's container is gone (spec 000 §4, spec 004 §8): `none` (no
+ * container was ever asked for), `live` (one may exist and this daemon
+ * tracks it), `removed` (deletion verified), `uncertain` (one may exist
+ * and nobody tracks it: its slot stays held until `marsh workers reset KIT`).
+ */
+export const JOB_CLEANUPS = ["none", "live", "removed", "uncertain"] as const;
+/** A Kit job's cleanup state. */
+export type JobCleanup = typeof JOB_CLEANUPS[number];
+
 /** Returns whether `x` is a split state string. */
 export function isSplitState(x: unknown): x is SplitState {
   return typeof x === "string" && (SPLIT_STATES as readonly string[]).includes(x);
@@ -146,6 +173,59 @@ export interface BranchRecord {
   readonly mechanism: Mechanism | null;
 }
 
+/**
+ * A Kit job: one run of a registered Kit command in a fresh container. For
+ * now every job is an argv branch's (`::: LABEL CMD ARGS...`); its lineage
+ * names the split and label. Jobs outlive `marsh splits rm` (lineage).
+ */
+export interface JobRecord {
+  readonly id: string;
+  /** The registered Kit command. */
+  readonly kit: string;
+  /** `CMD ARGS...` as given. */
+  readonly args: readonly string[];
+  /** The split and branch that started it. */
+  readonly split: string;
+  readonly label: string;
+  /** The pool session whose branch slot it holds. */
+  readonly session: string;
+  readonly state: JobState;
+  readonly cleanup: JobCleanup;
+  /** The worker attempt, once launched. */
+  readonly attempt: string | null;
+  /** The engine's container id, once the container exists. */
+  readonly container: string | null;
+  /** The branch status words (`exited N`, `failed: <why>`, `cancelled`). */
+  readonly status: string | null;
+  readonly code: number | null;
+  readonly createdMs: number;
+  readonly startedMs: number | null;
+  readonly finishedMs: number | null;
+}
+
+/** The job fields that may change after creation. */
+export const JOB_MUTABLE = [
+  "state",
+  "cleanup",
+  "attempt",
+  "container",
+  "status",
+  "code",
+  "startedMs",
+  "finishedMs",
+] as const;
+/** A change to a job's mutable fields; absent (or undefined) fields stay as they are. */
+export type JobPatch = Partial<Pick<JobRecord, typeof JOB_MUTABLE[number]>>;
+
+/** Which jobs `listJobs` returns; every given condition must hold. */
+export interface JobFilter {
+  readonly kit?: string;
+  readonly split?: string;
+  readonly cleanups?: readonly JobCleanup[];
+  /** Only jobs of splits whose creator is this session. */
+  readonly creatorSession?: string;
+}
+
 /** A capability: a daemon record, never a bearer secret (spec 000 §4). */
 export interface CapabilityRecord {
   readonly id: string;
@@ -226,4 +306,18 @@ export interface RecoveryReport {
     readonly fork: string;
   }[];
   readonly revokedCapabilities: readonly string[];
+  /**
+   * Kit jobs a restart settled: queued ones are cancelled (never started);
+   * launched ones are uncertain, their container possibly alive, their slot
+   * held until `marsh workers reset KIT`.
+   */
+  readonly jobs: readonly {
+    readonly id: string;
+    readonly kit: string;
+    readonly split: string;
+    readonly label: string;
+    readonly to: "uncertain" | "cancelled";
+    /** The container's id when it was known. */
+    readonly container: string | null;
+  }[];
 }

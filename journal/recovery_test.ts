@@ -28,6 +28,7 @@ const EXPECTED: RecoveryReport = {
     { split: "n", label: "x", from: "running", to: "uncertain", fork: "/p/.marsh/split/n/x" },
   ],
   revokedCapabilities: ["cap-w", "cap-r", "cap-r-a", "cap-n"],
+  jobs: [],
 };
 
 Deno.test({
@@ -113,6 +114,7 @@ Deno.test({ name: "recovery a second time changes nothing", permissions }, () =>
     splits: [],
     branches: [],
     revokedCapabilities: [],
+    jobs: [],
   });
   assert.deepEqual(snapshot(), after);
 });

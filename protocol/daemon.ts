@@ -141,6 +141,19 @@ export interface KitsRmRequest {
   readonly name: string;
 }
 
+/** `marsh jobs`: the Kit jobs the caller may see. */
+export interface JobsListRequest {
+  readonly v: 1;
+  readonly t: "jobs.list";
+}
+
+/** `marsh workers reset KIT` (host only). */
+export interface WorkersResetRequest {
+  readonly v: 1;
+  readonly t: "workers.reset";
+  readonly kit: string;
+}
+
 /** Every frame a caller sends. */
 export type ClientFrame =
   | SplitCreateRequest
@@ -155,7 +168,9 @@ export type ClientFrame =
   | GcRequest
   | KitsAddRequest
   | KitsListRequest
-  | KitsRmRequest;
+  | KitsRmRequest
+  | JobsListRequest
+  | WorkersResetRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -294,6 +309,61 @@ export interface KitRemovedReply {
   readonly kit: KitInfo;
 }
 
+/** A Kit job as `marsh jobs --json` prints it (absent values are null). */
+export interface JobInfo {
+  readonly id: string;
+  readonly kit: string;
+  readonly split: string;
+  readonly label: string;
+  /** `queued`, `running`, `finished`, `failed`, `cancelled` or `uncertain`. */
+  readonly state: string;
+  /** The branch status words: `exited N`, `failed: <why>`, `cancelled`. */
+  readonly status: string | null;
+  readonly code: number | null;
+  /** The container's id, once it existed. */
+  readonly container: string | null;
+  /** `none`, `live`, `removed` or `uncertain` (slot held until `marsh workers reset KIT`). */
+  readonly cleanup: string;
+  readonly args: readonly string[];
+  readonly created_unix_ms: number;
+  readonly started_unix_ms: number | null;
+  readonly finished_unix_ms: number | null;
+}
+
+/** `marsh jobs`. */
+export interface JobsReply {
+  readonly v: 1;
+  readonly t: "jobs";
+  readonly jobs: readonly JobInfo[];
+}
+
+/** One container `marsh workers reset` removed (or left). */
+export interface ResetContainerInfo {
+  readonly container: string;
+  readonly job: string | null;
+  readonly split: string | null;
+  readonly label: string | null;
+  readonly message?: string;
+}
+
+/** `marsh workers reset KIT`: what was removed and which held slots were released. */
+export interface WorkersResetReply {
+  readonly v: 1;
+  readonly t: "workers.reset";
+  readonly kit: string;
+  readonly removed: readonly ResetContainerInfo[];
+  /** Containers of live jobs, left alone. */
+  readonly live: readonly ResetContainerInfo[];
+  /** Containers not shown gone: their jobs keep their slots. */
+  readonly failed: readonly ResetContainerInfo[];
+  /** Jobs whose held slots were released. */
+  readonly released: readonly {
+    readonly job: string;
+    readonly split: string;
+    readonly label: string;
+  }[];
+}
+
 /** Every frame the daemon sends. */
 export type DaemonFrame =
   | AcceptedReply
@@ -309,6 +379,8 @@ export type DaemonFrame =
   | KitsReply
   | KitAddedReply
   | KitRemovedReply
+  | JobsReply
+  | WorkersResetReply
   | OkReply
   | ErrorReply;
 
@@ -462,6 +534,10 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: "kits.list" };
     case "kits.rm":
       return { v: 1, t: "kits.rm", name: str(x, "name", 256) };
+    case "jobs.list":
+      return { v: 1, t: "jobs.list" };
+    case "workers.reset":
+      return { v: 1, t: "workers.reset", kit: str(x, "kit", 256) };
   }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
@@ -488,6 +564,8 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "kits",
     "kits.added",
     "kits.removed",
+    "jobs",
+    "workers.reset",
     "ok",
     "error",
   ];
@@ -503,6 +581,15 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   if (x.t === "chunk") str(x, "data", MAX_DAEMON_FRAME);
   if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
     throw new DaemonProtocolError("malformed kits frame: kits");
+  }
+  if (x.t === "jobs" && !Array.isArray(x.jobs)) {
+    throw new DaemonProtocolError("malformed jobs frame: jobs");
+  }
+  if (
+    x.t === "workers.reset" &&
+    !(["removed", "live", "failed", "released"] as const).every((k) => Array.isArray(x[k]))
+  ) {
+    throw new DaemonProtocolError("malformed workers.reset frame");
   }
   if ((x.t === "kits.added" || x.t === "kits.removed") && !isKitInfo(x.kit)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame: kit`);

@@ -16,8 +16,27 @@
  * - An `error` without an attempt is about a frame (malformed, an unknown
  *   attempt, a duplicate id) or a note that changes no attempt's state.
  *
+ * An argv branch's attempt (`kit-launch`, one Kit container) has the same
+ * events with these differences:
+ *
+ * - `launched` carries the container's id (`container`) instead of pids, and
+ *   comes once the container exists (before it starts);
+ * - `exited` may say `wall: true` (the Kit's wall clock stopped it), and is
+ *   absent when the container never started (cancelled first);
+ * - `settled` comes only after the container's removal was verified;
+ * - an `error` naming the attempt means no container of it exists any more
+ *   (none was made, or it was removed, verified): the attempt failed;
+ * - `unreaped` ends the attempt instead when a container of it may still
+ *   exist (its removal failed or could not be verified): the branch is
+ *   uncertain and its slot stays held until `marsh workers reset KIT`.
+ *
+ * `kit-reset` (for `marsh workers reset KIT`) is answered by one
+ * `kit-reset-done` with the same `id`.
+ *
  * @module
  */
+
+import { KIT_NAME, type KitLaunch, parseKitLaunch } from "./kit_launch.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
@@ -96,8 +115,38 @@ export interface ShutdownRequest {
   readonly graceMs?: number;
 }
 
+/**
+ * Run one argv branch attempt as a Kit container (`worker/kit_container.ts`):
+ * the envelope around a {@linkcode KitLaunch}, which `parseKitLaunch`
+ * validates. A `cancel` of its attempt aborts it (SIGINT, then SIGKILL after
+ * this launch's `graceMs`, not the cancel's).
+ */
+export type KitLaunchRequest = KitLaunch & {
+  readonly v: 1;
+  readonly t: "kit-launch";
+  /** SIGINT to SIGKILL when the attempt is cancelled; default {@linkcode DEFAULT_GRACE_MS}. */
+  readonly graceMs?: number;
+};
+
+/**
+ * `marsh workers reset KIT`: remove (verified) every container of Kit `kit`
+ * that no live attempt of this worker runs.
+ */
+export interface KitResetRequest {
+  readonly v: 1;
+  readonly t: "kit-reset";
+  /** Echoed in the answer. */
+  readonly id: string;
+  readonly kit: string;
+}
+
 /** Every request the worker accepts. */
-export type WorkerRequest = LaunchRequest | CancelRequest | ShutdownRequest;
+export type WorkerRequest =
+  | LaunchRequest
+  | KitLaunchRequest
+  | CancelRequest
+  | ShutdownRequest
+  | KitResetRequest;
 
 /** How the worker knows when every process of an attempt is gone. */
 export type Mechanism = "cgroup" | "subreaper";
@@ -116,6 +165,15 @@ export interface LaunchedEvent {
   readonly cgroup?: string;
 }
 
+/** An argv branch's container exists (it starts next): its id. */
+export interface KitLaunchedEvent {
+  readonly v: 1;
+  readonly t: "launched";
+  readonly attempt: string;
+  /** The engine's container id (64 hex). */
+  readonly container: string;
+}
+
 /** The branch's `bash` ended: `exited N` (`code`), or killed by `signal` (e.g. `"SIGINT"`). */
 export interface ExitedEvent {
   readonly v: 1;
@@ -123,6 +181,46 @@ export interface ExitedEvent {
   readonly attempt: string;
   readonly code: number | null;
   readonly signal: string | null;
+  /** A Kit container stopped because the Kit's wall clock ran out. */
+  readonly wall?: true;
+}
+
+/**
+ * A Kit attempt's last event when a container of it may still exist: its
+ * removal failed or could not be verified.
+ */
+export interface UnreapedEvent {
+  readonly v: 1;
+  readonly t: "unreaped";
+  readonly attempt: string;
+  /** The container's id, or null when a create's outcome is unknown. */
+  readonly container: string | null;
+  readonly message: string;
+}
+
+/** One container `kit-reset` found. */
+export interface ResetContainer {
+  readonly container: string;
+  /** Its labels (`marsh.attempt`, `marsh.job`, `marsh.split`, `marsh.label`), when it has them. */
+  readonly attempt: string | null;
+  readonly job: string | null;
+  readonly split: string | null;
+  readonly label: string | null;
+}
+
+/** The answer to a `kit-reset`. */
+export interface KitResetDoneEvent {
+  readonly v: 1;
+  readonly t: "kit-reset-done";
+  readonly id: string;
+  /** Removed, and verified gone. */
+  readonly removed: readonly ResetContainer[];
+  /** Left alone: a live attempt of this worker runs them. */
+  readonly live: readonly ResetContainer[];
+  /** Not shown gone; `message` says why. */
+  readonly failed: readonly (ResetContainer & { readonly message: string })[];
+  /** Set when the engine could not even be asked; nothing was removed then. */
+  readonly error?: string;
 }
 
 /** Every process of the attempt is gone and its output files are closed. */
@@ -152,13 +250,20 @@ export interface ErrorEvent {
   readonly message: string;
 }
 
-/** Every event the worker sends. */
-export type WorkerEvent =
+/** The events of shell branch attempts (`launch`). */
+export type ShellWorkerEvent =
   | LaunchedEvent
   | ExitedEvent
   | SettledEvent
   | OutputLimitEvent
   | ErrorEvent;
+
+/** Every event the worker sends. */
+export type WorkerEvent =
+  | ShellWorkerEvent
+  | KitLaunchedEvent
+  | UnreapedEvent
+  | KitResetDoneEvent;
 
 /** A value that is not a valid frame of this protocol. */
 export class WorkerProtocolError extends Error {
@@ -276,6 +381,29 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
         ...(x.namespace === undefined ? {} : { namespace: namespace(x) }),
       };
     }
+    case "kit-launch": {
+      let launch: KitLaunch;
+      try {
+        launch = parseKitLaunch(x);
+      } catch (error) {
+        fail(x, (error as Error).message);
+      }
+      const grace = optInt(x, "graceMs", 0, MAX_GRACE_MS);
+      return {
+        v: 1,
+        t: "kit-launch",
+        ...launch,
+        ...(grace === undefined ? {} : { graceMs: grace }),
+      };
+    }
+    case "kit-reset": {
+      const id = text(x, "id", 128);
+      const kit = x.kit;
+      if (typeof kit !== "string" || !KIT_NAME.test(kit)) {
+        fail(x, `kit must match ${KIT_NAME.source}`);
+      }
+      return { v: 1, t: "kit-reset", id, kit };
+    }
     case "cancel": {
       const grace = optInt(x, "graceMs", 0, MAX_GRACE_MS);
       const req: CancelRequest = { v: 1, t: "cancel", attempt: attempt(x) };
@@ -292,6 +420,16 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
 }
 
 const SIGNAL_NAME = /^SIG[A-Z0-9+-]{1,16}$/;
+/** A container id as the engine gives it. */
+const CONTAINER_ID = /^[0-9a-f]{12,64}$/;
+/** Most containers one `kit-reset-done` lists. */
+export const MAX_RESET_CONTAINERS = 4096;
+
+function containerId(x: Record<string, unknown>, key: string): string {
+  const v = x[key];
+  if (typeof v !== "string" || !CONTAINER_ID.test(v)) fail(x, `${key} must be a container id`);
+  return v;
+}
 
 /**
  * Validates an event frame from the worker.
@@ -304,6 +442,9 @@ export function parseWorkerEvent(x: unknown): WorkerEvent {
   }
   switch (x.t) {
     case "launched": {
+      if (x.container !== undefined) {
+        return { v: 1, t: "launched", attempt: attempt(x), container: containerId(x, "container") };
+      }
       if (x.mechanism !== "cgroup" && x.mechanism !== "subreaper") fail(x, "mechanism");
       const ev: LaunchedEvent = {
         v: 1,
@@ -327,7 +468,15 @@ export function parseWorkerEvent(x: unknown): WorkerEvent {
         signal = x.signal;
       }
       if ((code === null) === (signal === null)) fail(x, "exactly one of code and signal");
-      return { v: 1, t: "exited", attempt: attempt(x), code, signal };
+      if (x.wall !== undefined && x.wall !== true) fail(x, "wall is true when present");
+      return {
+        v: 1,
+        t: "exited",
+        attempt: attempt(x),
+        code,
+        signal,
+        ...(x.wall === true ? { wall: true as const } : {}),
+      };
     }
     case "settled":
       return {
@@ -344,6 +493,41 @@ export function parseWorkerEvent(x: unknown): WorkerEvent {
         attempt: attempt(x),
         bytes: int(x, "bytes", 1, Number.MAX_SAFE_INTEGER),
       };
+    case "unreaped":
+      return {
+        v: 1,
+        t: "unreaped",
+        attempt: attempt(x),
+        container: x.container === null ? null : containerId(x, "container"),
+        message: text(x, "message", MAX_MESSAGE * 4),
+      };
+    case "kit-reset-done": {
+      const list = (key: string, withMessage: boolean) => {
+        const v = x[key];
+        if (!Array.isArray(v) || v.length > MAX_RESET_CONTAINERS) fail(x, `${key} must be a list`);
+        return v.map((c: unknown) => {
+          if (!isObject(c)) fail(x, `${key} must hold objects`);
+          const opt = (k: string) => c[k] === null ? null : text(c, k, MAX_PATH_BYTES);
+          const r: ResetContainer = {
+            container: containerId(c, "container"),
+            attempt: opt("attempt"),
+            job: opt("job"),
+            split: opt("split"),
+            label: opt("label"),
+          };
+          return withMessage ? { ...r, message: text(c, "message", MAX_MESSAGE * 4) } : r;
+        });
+      };
+      const ev: KitResetDoneEvent = {
+        v: 1,
+        t: "kit-reset-done",
+        id: text(x, "id", 128),
+        removed: list("removed", false),
+        live: list("live", false),
+        failed: list("failed", true) as (ResetContainer & { message: string })[],
+      };
+      return x.error === undefined ? ev : { ...ev, error: text(x, "error", MAX_MESSAGE * 4) };
+    }
     case "error": {
       const message = text(x, "message", MAX_MESSAGE * 4);
       return x.attempt === undefined

@@ -260,3 +260,94 @@ Deno.test({
   refused({ ...launch, namespace: { pid: 2 ** 22 + 1 } }, "namespace.pid");
   refused({ ...launch, namespace: { pid: "12" } }, "namespace.pid");
 });
+
+const kitLaunch = {
+  v: 1,
+  t: "kit-launch",
+  job: "j1",
+  attempt: "s1-a-x1",
+  split: "s1",
+  label: "a",
+  kit: {
+    name: "fixture",
+    image: "sha256:" + "0".repeat(64),
+    entrypoint: ["env"],
+    network: "none",
+    env: ["FOO"],
+    wallS: 60,
+    home: "/ctl/kits/fixture/home",
+  },
+  argv: ["fixture", "sh", "-c", "true"],
+  env: { FOO: "1" },
+  fork: "/p/.marsh/split/s1/a",
+  cwd: "/p/.marsh/split/s1/a/sub",
+  admin: "/p/.marsh/split/s1/.admin/a",
+  objectDirs: ["/p/.marsh/split/s1/store.git/objects", "/p/.git/objects"],
+  stdin: null,
+  stdout: "/ctl/attempts/s1-a-x1/stdout",
+  stderr: "/ctl/attempts/s1-a-x1/stderr",
+  outputLimit: 16 * 1024 * 1024,
+  capDir: null,
+};
+
+Deno.test({
+  name: "a kit launch is a KitLaunch in an envelope; parseKitLaunch's refusals are the frame's",
+  permissions: "none",
+}, () => {
+  assert.deepEqual(parseWorkerRequest(kitLaunch), kitLaunch);
+  assert.deepEqual(parseWorkerRequest({ ...kitLaunch, graceMs: 250 }), {
+    ...kitLaunch,
+    graceMs: 250,
+  });
+  refused({ ...kitLaunch, argv: ["other", "x"] }, "argv[0] must be the kit name");
+  refused({ ...kitLaunch, cwd: "/elsewhere" }, "cwd must be the fork");
+  refused({ ...kitLaunch, attempt: "../x" }, "attempt");
+  refused({ ...kitLaunch, graceMs: MAX_GRACE_MS + 1 }, "graceMs");
+  assert.deepEqual(parseWorkerRequest({ v: 1, t: "kit-reset", id: "r1", kit: "fixture" }), {
+    v: 1,
+    t: "kit-reset",
+    id: "r1",
+    kit: "fixture",
+  });
+  refused({ v: 1, t: "kit-reset", id: "r1", kit: "Bad Name" }, "kit must match");
+  refused({ v: 1, t: "kit-reset", kit: "fixture" }, "id");
+});
+
+Deno.test({
+  name: "kit events: launched with a container, exited by the wall clock, unreaped, reset done",
+  permissions: "none",
+}, () => {
+  const c = "a".repeat(64);
+  const events: WorkerEvent[] = [
+    { v: 1, t: "launched", attempt: "a", container: c },
+    { v: 1, t: "exited", attempt: "a", code: null, signal: "SIGINT", wall: true },
+    { v: 1, t: "unreaped", attempt: "a", container: c, message: "container may still exist" },
+    { v: 1, t: "unreaped", attempt: "a", container: null, message: "create's outcome unknown" },
+    {
+      v: 1,
+      t: "kit-reset-done",
+      id: "r1",
+      removed: [{ container: c, attempt: "a", job: "j", split: "s", label: "l" }],
+      live: [],
+      failed: [{
+        container: "b".repeat(64),
+        attempt: null,
+        job: null,
+        split: null,
+        label: null,
+        message: "busy",
+      }],
+    },
+    { v: 1, t: "kit-reset-done", id: "r2", removed: [], live: [], failed: [], error: "no engine" },
+  ];
+  for (const e of events) assert.deepEqual(parseWorkerEvent(JSON.parse(JSON.stringify(e))), e);
+  const bad: unknown[] = [
+    { v: 1, t: "launched", attempt: "a", container: "not-hex" },
+    { v: 1, t: "exited", attempt: "a", code: 0, signal: null, wall: false },
+    { v: 1, t: "unreaped", attempt: "a", container: "x", message: "m" },
+    { v: 1, t: "unreaped", attempt: "a", container: c },
+    { v: 1, t: "kit-reset-done", id: "r", removed: [{ container: c }], live: [], failed: [] },
+    { v: 1, t: "kit-reset-done", id: "r", removed: [], live: [] },
+  ];
+  for (const x of bad) assert.throws(() => parseWorkerEvent(x), WorkerProtocolError);
+});

@@ -229,6 +229,19 @@ export async function listImages(
   return JSON.parse(await apiChild(socket, ["images", reference]));
 }
 
+/** The containers (running or not) carrying every one of `labels` (`KEY=VALUE` or `KEY`). */
+export async function listContainers(
+  socket: string,
+  labels: readonly string[],
+): Promise<{ id: string; state: string; labels: Record<string, string> }[]> {
+  return JSON.parse(await apiChild(socket, ["containers", ...labels]));
+}
+
+/** Force-removes the containers carrying every one of `labels`; returns how many there were. */
+export async function removeContainers(socket: string, labels: readonly string[]): Promise<number> {
+  return JSON.parse(await apiChild(socket, ["rm", ...labels]));
+}
+
 async function apiChild(socket: string, args: string[]): Promise<string> {
   const child = new Deno.Command(denoPath(), {
     args: [
@@ -267,6 +280,12 @@ if (import.meta.main) {
     result = await api.inspectImage(rest[0]!);
   } else if (verb === "images") {
     result = await api.listImages({ reference: rest[0]! });
+  } else if (verb === "containers") {
+    result = await api.listContainers(rest);
+  } else if (verb === "rm") {
+    const found = await api.listContainers(rest);
+    for (const c of found) await api.removeContainer(c.id);
+    result = found.length;
   } else {
     throw new Error(`unknown verb ${verb}`);
   }

@@ -207,30 +207,34 @@ Deno.test({
   assert.match(r.stdout, /^split 2$/m);
   assert.match(r.stdout, /a split created inside a branch takes argv branches only/);
   assert.match(r.stdout, /^argv 2$/m);
-  assert.match(r.stdout, /argv branches \(::: LABEL CMD \.\.\.\) are not yet available/);
+  // Argv branches are admitted from a branch, but only registered Kit commands.
+  assert.match(
+    r.stdout,
+    /unknown Kit command "echo" in branch "x"; no Kit commands are registered/,
+  );
   // The host split is untouched: still awaiting its creator.
   assert.equal((await sb.split(hostId))?.state, "await");
 });
 
 Deno.test({
-  name: "::: anywhere is refused as not yet available, with status 2 and nothing created",
+  name:
+    "::: with an unregistered CMD, or without LABEL CMD, is refused with status 2, nothing created",
   permissions: PERMISSIONS,
 }, async () => {
   await using sb = await Sandbox.create();
   for (
-    const args of [
-      ["split", ":::", "a", "echo", "hi"],
-      ["split", "-b", "a=true", ":::", "b", "echo"],
-      ["split", "-n", "-b", "a=true", ":::"],
-    ]
+    const [args, want] of [
+      [["split", ":::", "a", "echo", "hi"], /unknown Kit command "echo" in branch "a"/],
+      [["split", "-b", "a=true", ":::", "b", "echo"], /unknown Kit command "echo" in branch "b"/],
+      [["split", "-n", "-b", "a=true", ":::"], /argv branch 1 needs a label and a command/],
+    ] as const
   ) {
     const r = await sb.marsh(args);
     assert.equal(r.code, 2, show(r));
     assert.equal(r.stdout, "");
-    assert.match(r.stderr, /argv branches \(::: LABEL CMD \.\.\.\) are not yet available/);
+    assert.match(r.stderr, want);
   }
   assert.ok(!exists(`${sb.project}/.marsh`), "no split directory");
-  assert.ok(!exists(`${sb.home}/marshd.sock`), "not even a daemon was started");
 });
 
 Deno.test({

@@ -7,7 +7,7 @@
  */
 
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
-import { type LaunchRequest, parseWorkerEvent, type WorkerEvent } from "../protocol/worker.ts";
+import { type LaunchRequest, parseWorkerEvent, type ShellWorkerEvent } from "../protocol/worker.ts";
 import { FORCE_SUBREAPER_ENV, workerFlags } from "./flags.ts";
 
 const root = new URL("../", import.meta.url).pathname;
@@ -42,7 +42,8 @@ export function sandbox(): Sandbox {
 /** An event and when it arrived (`performance.now()`). */
 export interface Timed {
   readonly at: number;
-  readonly event: WorkerEvent;
+  /** Shell attempts only: these tests never send `kit-launch`. */
+  readonly event: ShellWorkerEvent;
 }
 
 /** The worker as a child process, spoken to in frames. */
@@ -61,7 +62,10 @@ export class WorkerClient implements AsyncDisposable {
     this.#stderr = new Response(child.stderr).text();
     this.#reading = (async () => {
       for await (const value of readFrames(child.stdout)) {
-        this.#seen.push({ at: performance.now(), event: parseWorkerEvent(value) });
+        this.#seen.push({
+          at: performance.now(),
+          event: parseWorkerEvent(value) as ShellWorkerEvent,
+        });
         this.#wake();
       }
       this.#ended = true;
@@ -131,7 +135,7 @@ export class WorkerClient implements AsyncDisposable {
 
   /** Resolves with the first event from index `from` on that matches, or throws after `ms`. */
   async wait(
-    match: (e: WorkerEvent) => boolean,
+    match: (e: ShellWorkerEvent) => boolean,
     ms = 20_000,
     from = 0,
   ): Promise<Timed> {

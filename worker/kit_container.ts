@@ -383,6 +383,9 @@ async function pumpOutput(
 
 /** Resolves when `w` may take more, or is closed; rejects on its error. */
 function drained(w: Writable): Promise<void> {
+  // Destroyed (the container ended, and the attach with it) between the read
+  // and the write: its 'close' came already and will not come again.
+  if (w.destroyed || w.writableEnded) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const done = () => {
       w.off("drain", done);
@@ -507,7 +510,9 @@ async function drive(
       throw error;
     }
     started = true;
-    if (cancelled) stop();
+    // Output streams from the start, so the limit (or a failed write) may have
+    // been crossed before the start call returned, when stop() could not act yet.
+    if (cancelled || limit || outputFailure !== null) stop();
     wallTimer = setTimeout(() => {
       wall = true;
       stop();

@@ -11,6 +11,12 @@
  *   --allow-env=MARSH_WORKER_FORCE_SUBREAPER,NODE_V8_COVERAGE worker/main.ts
  * ```
  *
+ * With `--engine=SOCKET` it also runs argv branches as Kit containers
+ * (`kit-launch`, `kit-reset`) on the Docker engine at `SOCKET`, and must
+ * then run with `kitWorkerFlags` of `worker/kit_flags.ts` instead; the Kit
+ * half (and `npm:dockerode`, which reads the environment as it loads) is
+ * loaded only then. Without it, a `kit-launch` fails with an `error`.
+ *
  * `MARSH_WORKER_FORCE_SUBREAPER=1` makes every attempt use the subreaper
  * fallback even where a cgroup could be made. SIGTERM starts a shutdown;
  * SIGINT is ignored, since a terminal's Ctrl-C reaches the daemon too and
@@ -28,6 +34,7 @@ import {
 } from "../protocol/worker.ts";
 import { FORCE_SUBREAPER_ENV } from "./flags.ts";
 import { readFrameItems } from "./frame_reader.ts";
+import type { KitRunner } from "./kit_runner.ts";
 import { BranchRunner } from "./runner.ts";
 
 let queue = Promise.resolve();
@@ -52,6 +59,24 @@ const runner = new BranchRunner({
   forceSubreaper: Deno.env.get(FORCE_SUBREAPER_ENV) === "1",
   log: (message) => console.error(`marsh worker: ${message}`),
 });
+
+/** The Kit half, when the daemon gave an engine. */
+async function kitRunner(): Promise<KitRunner | null> {
+  const flag = Deno.args.find((a) => a.startsWith("--engine="));
+  if (flag === undefined) return null;
+  const socket = flag.slice("--engine=".length);
+  const [{ DockerApi }, { KitRunner }] = await Promise.all([
+    import("../engine/docker_api.ts"),
+    import("./kit_runner.ts"),
+  ]);
+  return new KitRunner({
+    emit: send,
+    api: new DockerApi(socket),
+    log: (message) => console.error(`marsh worker: ${message}`),
+  });
+}
+
+const kits = await kitRunner();
 
 // A fault in one attempt must not end the others: their supervisors would
 // see the worker gone and cancel them. Say it loudly instead.
@@ -87,6 +112,34 @@ async function readRequests(): Promise<void> {
       shutdownGrace = req.graceMs ?? DEFAULT_GRACE_MS;
       return;
     }
+    if (req.t === "kit-launch" || req.t === "kit-reset") {
+      if (kits === null) {
+        send(
+          req.t === "kit-launch"
+            ? {
+              v: 1,
+              t: "error",
+              attempt: req.attempt,
+              message: "this worker was started without a Docker engine",
+            }
+            : {
+              v: 1,
+              t: "kit-reset-done",
+              id: req.id,
+              removed: [],
+              live: [],
+              failed: [],
+              error: "this worker was started without a Docker engine",
+            },
+        );
+      } else if (req.t === "kit-launch") {
+        kits.launch(req, runner.knows(req.attempt));
+      } else {
+        void kits.reset(req);
+      }
+      continue;
+    }
+    if (req.t === "cancel" && kits?.cancel(req.attempt)) continue;
     runner.handle(req);
   }
 }
@@ -95,6 +148,6 @@ await Promise.race([
   readRequests().catch((error) => console.error(`marsh worker: cannot read requests: ${error}`)),
   stopped,
 ]);
-await runner.shutdown(shutdownGrace);
+await Promise.all([runner.shutdown(shutdownGrace), kits?.shutdown()]);
 await queue;
 Deno.exit(0);

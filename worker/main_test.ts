@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { MAX_FRAME_BYTES } from "../protocol/frame.ts";
-import type { Mechanism, WorkerEvent } from "../protocol/worker.ts";
+import type { Mechanism, ShellWorkerEvent as WorkerEvent } from "../protocol/worker.ts";
 import { alive, type Sandbox, sandbox, type Timed, WorkerClient } from "./_testing.ts";
 
 const perms: Deno.PermissionOptions = { run: true, read: true, write: true, env: true };

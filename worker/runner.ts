@@ -33,8 +33,13 @@ export class BranchRunner {
     return this.#live.size;
   }
 
+  /** Whether `attempt` is a live or remembered attempt of this runner. */
+  knows(attempt: string): boolean {
+    return this.#live.has(attempt) || this.#ended.has(attempt);
+  }
+
   /** Handles a launch or cancel; a shutdown must go through {@linkcode shutdown}. */
-  handle(req: Exclude<WorkerRequest, { t: "shutdown" }>): void {
+  handle(req: Extract<WorkerRequest, { t: "launch" | "cancel" }>): void {
     if (req.t === "launch") this.launch(req);
     else this.cancel(req);
   }

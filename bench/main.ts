@@ -41,7 +41,14 @@ import {
   type MarshOps,
   NOT_WIRED_MESSAGE,
 } from "./marsh_ops_types.ts";
-import { ChildMemoryProbe, InProcessPeak, settle, summarize, type Summary } from "./measure.ts";
+import {
+  ChildMemoryProbe,
+  InProcessPeak,
+  median,
+  settle,
+  summarize,
+  type Summary,
+} from "./measure.ts";
 import {
   measureSplitE2e,
   renderSplitE2e,
@@ -192,6 +199,8 @@ interface StrategyResult {
   readonly snapshotFiles: number;
   /** The layered base of the first snapshot and of the re-snapshot (last timed run); null for copies. */
   readonly layers: { readonly first: LayersReport | null; readonly re: LayersReport | null };
+  /** Medians of the engine's own snapshot clock (`SnapshotReport.engineMs`), ms. */
+  readonly engineMs: { readonly first: number; readonly re: number };
   /** Paths the capture found changed (last timed run): 20 for the small change. */
   readonly capturedFiles: number;
   readonly forksPerRun: number;
@@ -240,6 +249,8 @@ async function measureMarsh(
   const re = new Samples();
   const fork = new Samples();
   const capture = new Samples();
+  const engineFirst: number[] = [];
+  const engineRe: number[] = [];
   const forksPerRun = FORKS_PER_RUN[policy];
   let forkChoice = { strategy: "n/a", reason: "not run" };
   let snapshotFiles = 0;
@@ -276,6 +287,7 @@ async function measureMarsh(
       capturedFiles = captured.value.files;
       if (timed) {
         first.add(snap);
+        engineFirst.push(snap.value.engineMs);
         capture.add(captured);
       }
     } finally {
@@ -291,7 +303,10 @@ async function measureMarsh(
       const snap = await sampler.measure(() => ops.snapshot(tree, policy));
       reDir = snap.value.splitDir;
       layers = { first: firstLayers, re: snap.value.layers };
-      if (timed) re.add(snap);
+      if (timed) {
+        re.add(snap);
+        engineRe.push(snap.value.engineMs);
+      }
     } finally {
       try {
         if (reDir !== null) await ops.cleanup(reDir);
@@ -305,6 +320,7 @@ async function measureMarsh(
     forkChoice,
     snapshotFiles,
     layers,
+    engineMs: { first: median(engineFirst), re: median(engineRe) },
     capturedFiles,
     forksPerRun,
     firstSnapshot: first.summary(`marsh first snapshot (${policy})`),
@@ -397,6 +413,10 @@ interface SizeResult {
   readonly tree: string;
   readonly stats: TreeStats;
   readonly gitDirBytes: number;
+  /** `.git/index`: what each fork of a Git project gets a copy of in its admin dir. */
+  readonly gitIndexBytes: number;
+  /** `/proc/loadavg` (1, 5, 15 min) before the baselines and after marsh. */
+  readonly loadAverage: { readonly start: string; readonly end: string };
   readonly reused: boolean;
   readonly generationSeconds: number;
   readonly runs: number;
@@ -506,8 +526,16 @@ function renderSize(r: SizeResult): string {
   }
   const origin = r.reused ? "cached" : `generated in ${r.generationSeconds.toFixed(1)} s`;
   const out = [
-    `## ${r.files} files, ${fmtBytes(r.stats.bytes)} (+ .git ${fmtBytes(r.gitDirBytes)}); ` +
+    `## ${r.files} files, ${fmtBytes(r.stats.bytes)} (+ .git ${fmtBytes(r.gitDirBytes)}, ` +
+    `its index ${fmtBytes(r.gitIndexBytes)}); ` +
     `seed ${r.seed}, ${r.runs} runs, medians; tree ${origin}`,
+    "",
+    `Load average ${r.loadAverage.start} before, ${r.loadAverage.end} after ` +
+    `(${navigator.hardwareConcurrency} cores)` +
+    (Math.max(...[r.loadAverage.start, r.loadAverage.end].map((l) => Number(l.split(" ")[0]))) >
+        navigator.hardwareConcurrency
+      ? ": the machine was busy, these timings are disturbed."
+      : "."),
     "",
   ];
   for (const p of policies) {
@@ -519,6 +547,8 @@ function renderSize(r: SizeResult): string {
       line += ` First snapshot: ${first.copied} files copied into ${first.count} layer(s); ` +
         `re-snapshot: ${re.copied} files written, a stack of ${re.count}.`;
     }
+    line += ` The engine's own clock for the snapshot proper (walk, copy, seal, mount): ` +
+      `${fmtMs(m.engineMs.first)} (first), ${fmtMs(m.engineMs.re)} (re-snapshot).`;
     line +=
       ` Capture found ${m.capturedFiles} changed paths; forks timed: ${m.forksPerRun} per run.`;
     out.push(line);
@@ -640,6 +670,7 @@ async function run(options: Options): Promise<void> {
   try {
     for (const files of options.split ? [] : options.sizes) {
       const runs = options.runs ?? (files >= 100_000 ? 3 : 5);
+      const loadBefore = await loadavg();
       const tree = await cachedTree(files, options.seed, git, log);
       const change = await planSmallChange(tree.dir, options.seed, git);
       const scratch = join(scratchRoot, String(files));
@@ -700,6 +731,8 @@ async function run(options: Options): Promise<void> {
         tree: tree.dir,
         stats: tree.stats,
         gitDirBytes: await duBytes(join(tree.dir, ".git")),
+        gitIndexBytes: (await Deno.stat(join(tree.dir, ".git", "index"))).size,
+        loadAverage: { start: loadBefore, end: await loadavg() },
         reused: tree.reused,
         generationSeconds: tree.generationSeconds,
         runs,

@@ -70,6 +70,7 @@ export const marshOps: MarshOps = {
         ? null
         : { count: layers.layers.length, rootId: layers.rootId, copied: layers.copied },
       files: snap.files + snap.symlinks,
+      engineMs: ws.timing.snapshotMs,
     });
   },
   fork(splitDir: string, label: string): Promise<OpReport & { readonly forkDir: string }> {

@@ -45,6 +45,13 @@ export interface SnapshotReport extends OpReport {
   readonly layers: LayersReport | null;
   /** Entries the snapshot admitted (files and symlinks). */
   readonly files: number;
+  /**
+   * The engine's own clock for the snapshot proper (the walk and copy, the
+   * layer's seal, the base's mount), ms; the rest of the timed call is
+   * opening the project, reading its Git index and ignore files, and
+   * making the split's directories and object store.
+   */
+  readonly engineMs: number;
 }
 
 /**

@@ -156,6 +156,8 @@ interface Layered {
   readonly layers: readonly string[];
   /** `(dev, ino)` of each layer's data dir as opened, bottom first: re-checked before capture. */
   readonly identities: readonly Identity[];
+  /** The lower dirs the mounts were made from, top first; held for new forks, closed with the split. */
+  readonly lowers: readonly Dir[];
   readonly rootId: string;
   /** Files written into a new layer by this snapshot. */
   readonly copied: number;
@@ -279,7 +281,7 @@ export class SplitWorkspace implements Disposable {
       let layered: Layered | null = null;
       let strategy: ForkStrategy;
       if (choice.mode !== null) {
-        const store = LayerStore.open(marsh);
+        using store = LayerStore.open(marsh);
         const snap = store.snapshot({
           source: rootDir,
           ignore: rules,
@@ -313,6 +315,7 @@ export class SplitWorkspace implements Disposable {
           rootId: snap.rootId,
           copied: snap.stats.copied,
           reason: choice.reason,
+          lowers,
         };
         strategy = new OverlayForkStrategy(choice.mode, lowers.slice(0, snap.layers.length));
       } else {
@@ -440,21 +443,10 @@ export class SplitWorkspace implements Disposable {
           // Its mount died with the old service's namespace (the name shows the
           // bare mount point) or is still up in this one: the upper dir is what
           // the journal names either way.
-          const upperPath = `${dirPath}/${OVERLAY_DIR}/${f.label}/${UPPER_DIR}`;
-          let upper: Stat;
-          try {
-            using d = dir.openPath(`${OVERLAY_DIR}/${f.label}/${UPPER_DIR}`);
-            upper = d.stat();
-          } catch (error) {
-            if (isGone(error)) {
-              throw new WorkspaceReplacedError(`${upperPath} is gone or replaced`, {
-                cause: error,
-              });
-            }
-            throw error;
-          }
-          if (!sameIdentity(f.identity, upper)) {
-            throw new WorkspaceReplacedError(`${upperPath} is gone or replaced`);
+          if (!sameId(f.identity, upperIdentityOf(dir, f.label))) {
+            throw new WorkspaceReplacedError(
+              `${dirPath}/${OVERLAY_DIR}/${f.label}/${UPPER_DIR} is gone or replaced`,
+            );
           }
           forks.push({
             label: f.label,
@@ -580,7 +572,7 @@ export class SplitWorkspace implements Disposable {
       // the file system's own clock, the clock that stamps the branch's writes.
       out.openDir(label).close();
       const readyNs = out.statAt(label)!.ctimeNs;
-      const upper = made.mount ? this.#overlayUpperIdentity(label) : null;
+      const upper = made.mount ? upperIdentityOf(this.#dir, label) : null;
       this.#forks.set(label, {
         label,
         dir: made.dir,
@@ -615,16 +607,6 @@ export class SplitWorkspace implements Disposable {
     }
   }
 
-  #overlayUpperIdentity(label: string): Identity | null {
-    try {
-      using upper = this.#dir.openPath(`${OVERLAY_DIR}/${label}/${UPPER_DIR}`);
-      return identityOf(upper.stat());
-    } catch (error) {
-      if (isGone(error)) return null;
-      throw error;
-    }
-  }
-
   /**
    * The layers under a layered base: each still sealed, its data dir the one
    * opened at snapshot. A `git clean -xfd` deletes their files through the
@@ -655,10 +637,7 @@ export class SplitWorkspace implements Disposable {
   #checkFork(f: HeldFork): void {
     if (f.made?.mount) {
       // The upper layer is the branch's work: deleted by name, capture would see nothing.
-      const upper = this.#overlayUpperIdentity(f.label);
-      if (
-        !f.upper || upper === null || f.upper[0] !== upper[0] || f.upper[1] !== upper[1]
-      ) {
+      if (!sameId(f.upper ?? null, upperIdentityOf(this.#dir, f.label))) {
         throw new WorkspaceReplacedError(
           `${this.dirPath}/${OVERLAY_DIR}/${f.label} is gone or replaced`,
         );
@@ -672,8 +651,7 @@ export class SplitWorkspace implements Disposable {
     }
     if (f.made === null && f.upper) {
       // A reopened userns-overlay fork: its upper dir is the one journaled.
-      const upper = this.#overlayUpperIdentity(f.label);
-      if (upper === null || f.upper[0] !== upper[0] || f.upper[1] !== upper[1]) {
+      if (!sameId(f.upper, upperIdentityOf(this.#dir, f.label))) {
         throw new WorkspaceReplacedError(
           `${this.dirPath}/${OVERLAY_DIR}/${f.label} is gone or replaced`,
         );
@@ -979,6 +957,7 @@ export class SplitWorkspace implements Disposable {
     this.#forks.clear();
     const e = this.#engine;
     e?.store.close();
+    for (const d of e?.layered?.lowers ?? []) d.close();
     for (const d of [this.#out, e?.admins, e?.base, this.#dir, this.#splits, this.#marsh]) {
       d?.close();
     }
@@ -993,6 +972,22 @@ export class SplitWorkspace implements Disposable {
 function isGone(error: unknown): boolean {
   return (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR)) ||
     error instanceof SymlinkRefusedError || error instanceof WrongKindError;
+}
+
+/** Both known and equal. */
+function sameId(a: Identity | null, b: Identity | null): boolean {
+  return a !== null && b !== null && a[0] === b[0] && a[1] === b[1];
+}
+
+/** `(dev, ino)` of a fork's overlay upper dir under `split`, or `null` when it is gone. */
+function upperIdentityOf(split: Dir, label: string): Identity | null {
+  try {
+    using upper = split.openPath(`${OVERLAY_DIR}/${label}/${UPPER_DIR}`);
+    return identityOf(upper.stat());
+  } catch (error) {
+    if (isGone(error)) return null;
+    throw error;
+  }
 }
 
 function closeFork(f: HeldFork): void {

@@ -6,6 +6,8 @@
  * @module
  */
 
+import { labelProblem, splitIdProblem } from "../splitfs/layout.ts";
+
 /** Bumped when a frame's shape changes incompatibly. */
 export const SPLITFS_PROTOCOL = 1;
 
@@ -28,21 +30,44 @@ export interface DiffRequest {
 }
 
 /**
+ * The creator branch of a nested split (spec 000 §2, ChildFromParent): its
+ * fork `<root>/.marsh/split/<split>/<label>` is the snapshot source.
+ */
+export interface SplitParent {
+  /** The creator branch's split id. */
+  readonly split: string;
+  /** The creator branch's label in that split. */
+  readonly label: string;
+}
+
+/**
  * Find the project of a cwd without changing anything: the nearest ancestor
  * of realpath(cwd) (cwd included) with a `.git` entry, else the cwd itself.
  * Answered with `located`; the same rules as `create`.
+ *
+ * With `parent`, the cwd must lie inside that branch's fork
+ * `<root>/.marsh/split/<parent.split>/<parent.label>`; `root` is then the
+ * original project root (the directory holding `.marsh`) and `cwd` is
+ * relative to the fork. Without it, a cwd inside `.marsh` is refused.
  */
 export interface LocateRequest {
   readonly v: 1;
   readonly t: "locate";
   /** The caller's cwd, absolute. */
   readonly cwd: string;
+  /** For a nested split: the creator branch whose fork holds `cwd`. */
+  readonly parent?: SplitParent;
 }
 
 /**
  * Locate the project of `cwd` (as `locate`), create
  * `<root>/.marsh/split/<id>/` and take the snapshot. `progress` replies may
  * come before `created`.
+ *
+ * With `parent` (a nested split), the split is still a sibling under
+ * `<root>/.marsh/split/`, its snapshot is taken of the parent's fork, its Git
+ * metadata comes from the parent's admin dir `.admin/<parent.label>/`, and
+ * its forks are always copies (`forks` is not consulted).
  */
 export interface CreateRequest {
   readonly v: 1;
@@ -56,6 +81,8 @@ export interface CreateRequest {
   readonly withIgnored: boolean;
   /** `auto` picks the cheapest fork strategy this host allows; `copy` forces copy forks. */
   readonly forks: ForkPolicy;
+  /** For a nested split: the creator branch whose fork is the source (and holds `cwd`). */
+  readonly parent?: SplitParent;
 }
 
 /** Which fork strategies a split may use (the `MARSH_FORKS` setting). */
@@ -401,6 +428,21 @@ function bool(x: Record<string, unknown>, key: string): boolean {
   return v;
 }
 
+/** An optional `parent`: a split id and a label, checked as the engine checks them. */
+function optParent(x: Record<string, unknown>): { parent?: SplitParent } {
+  if (x.parent === undefined) return {};
+  const p = x.parent;
+  if (!isObject(p) || typeof p.split !== "string" || typeof p.label !== "string") {
+    throw new ProtocolError(
+      `malformed ${String(x.t)} frame: parent must be an object with a split and a label`,
+    );
+  }
+  const { split, label } = p;
+  const problem = splitIdProblem(split) ?? labelProblem(label);
+  if (problem) throw new ProtocolError(`malformed ${String(x.t)} frame: parent: ${problem}`);
+  return { parent: { split, label } };
+}
+
 function forkPolicy(x: Record<string, unknown>): ForkPolicy {
   if (x.forks !== "auto" && x.forks !== "copy") {
     throw new ProtocolError(`malformed ${String(x.t)} frame: forks must be "auto" or "copy"`);
@@ -459,7 +501,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
       return { v: 1, t: "diff", old: str(x, "old"), new: str(x, "new"), files: x.files };
     case "locate":
-      return { v: 1, t: "locate", cwd: absPath(x, "cwd") };
+      return { v: 1, t: "locate", cwd: absPath(x, "cwd"), ...optParent(x) };
     case "create": {
       if (!isObject(x.env)) throw new ProtocolError("malformed create frame: env");
       const env = {
@@ -474,6 +516,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         env,
         withIgnored: bool(x, "withIgnored"),
         forks: forkPolicy(x),
+        ...optParent(x),
       };
     }
     case "probe":

@@ -11,7 +11,6 @@
 import { Dir } from "./dir.ts";
 import { E, FsError } from "./ffi.ts";
 import { type GitConfig, parseGitConfig } from "./git_config.ts";
-import type { GitSource } from "./git_source.ts";
 import {
   type GitUserEnv,
   globalConfigPaths,
@@ -20,7 +19,8 @@ import {
 } from "./ignore_rules.ts";
 import { readRel } from "./read_rel.ts";
 
-const MAX_EXCLUDES_BYTES = 16 * 1024 * 1024;
+/** The largest exclude file read. */
+export const MAX_EXCLUDES_BYTES = 16 * 1024 * 1024;
 
 /** The bytes the ignore rules are built from, kept so capture can rebuild them per fork. */
 export interface IgnoreInputs {
@@ -41,12 +41,18 @@ function readUserFile(path: string): Uint8Array | null {
   }
 }
 
-/** Collects the exclude inputs of a Git project rooted at `root`. */
+/**
+ * Collects the exclude inputs of a Git project rooted at `root`: `git.config`
+ * is the repository's config (`core.excludesFile`, `core.ignoreCase`), and
+ * `infoExclude`, when given, replaces `.git/info/exclude` (a nested split
+ * reads its creator fork's own).
+ */
 export function loadIgnoreInputs(
   root: Dir,
   rootPath: string,
-  git: GitSource,
+  git: { readonly config: GitConfig | null },
   env: GitUserEnv,
+  infoExclude?: Uint8Array | null,
 ): IgnoreInputs {
   const globalConfigs: GitConfig[] = [];
   for (const path of globalConfigPaths(env)) {
@@ -61,7 +67,9 @@ export function loadIgnoreInputs(
   });
   return {
     globalExcludes: excludesPath ? readUserFile(excludesPath) : null,
-    infoExclude: readRel(root, ".git/info/exclude", MAX_EXCLUDES_BYTES),
+    infoExclude: infoExclude !== undefined
+      ? infoExclude
+      : readRel(root, ".git/info/exclude", MAX_EXCLUDES_BYTES),
     ignoreCase: git.config?.getBool("core", "ignorecase") ?? false,
   };
 }

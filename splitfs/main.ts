@@ -102,13 +102,15 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       return;
     }
     case "locate": {
-      const found = locateProject(req.cwd);
+      const found = locateProject(req.cwd, req.parent);
       send({ v: 1, t: "located", root: found.root, cwd: found.cwd });
       return;
     }
     case "create": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
-      const found = locateProject(req.cwd);
+      const found = locateProject(req.cwd, req.parent);
+      // A nested split's creator is normally open here: its object dirs are known exactly.
+      const creator = req.parent ? splits.get(req.parent.split) : undefined;
       const ws = SplitWorkspace.create({
         root: found.root,
         id: req.id,
@@ -116,6 +118,14 @@ function handle(req: SplitfsRequest, progressMs: number): void {
         progress: progressSender(progressMs),
         withIgnored: req.withIgnored,
         forks: req.forks,
+        ...(req.parent
+          ? {
+            parent: {
+              ...req.parent,
+              ...(creator && creator.root === found.root ? { objectDirs: creator.objectDirs } : {}),
+            },
+          }
+          : {}),
       });
       const fork = ws.forkChoice;
       splits.set(req.id, ws);

@@ -1,17 +1,20 @@
 /**
  * Finding the project a split is taken of (spec 000 §2, §8): the nearest
  * ancestor of the caller's real cwd (the cwd included) that has a `.git`
- * entry, else the cwd itself.
+ * entry, else the cwd itself. A nested split's cwd lies in its creator
+ * branch's fork instead, and its project is the one holding that fork.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
  * @module
  */
 
-import { Dir, type EntryKind } from "./dir.ts";
+import type { SplitParent } from "../protocol/splitfs.ts";
+import { Dir, type EntryKind, SymlinkRefusedError, WrongKindError } from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
+import { E, FsError } from "./ffi.ts";
 import { GITFILE_ROOT_REFUSAL } from "./git_source.ts";
-import { MARSH_DIR } from "./layout.ts";
+import { labelProblem, MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
 import { GIT_NAME } from "./snapshot.ts";
 
 /** A located project. */
@@ -29,16 +32,22 @@ export interface ProjectLocation {
  * the walk; one that is not a directory (a gitfile above all) is refused,
  * as `create` refuses it.
  *
+ * With `parent` (a nested split) the cwd must lie inside the fork
+ * `<root>/.marsh/split/<parent.split>/<parent.label>`: the result's `root`
+ * is the original project root and its `cwd` is relative to the fork.
+ *
  * @throws {SnapshotError} for `/` as a root, a cwd inside a `.marsh`
- *   directory, or a root whose `.git` is not a directory
+ *   directory (outside the named fork, with `parent`), or a root whose
+ *   `.git` is not a directory
  * @throws {FsError} when the cwd cannot be resolved
  */
-export function locateProject(cwd: string): ProjectLocation {
+export function locateProject(cwd: string, parent?: SplitParent): ProjectLocation {
   if (!cwd.startsWith("/")) throw new SnapshotError(`cwd is not an absolute path: ${cwd}`);
   const real = Dir.realPath(cwd);
   const kind = Dir.statAbsolute(real)?.kind;
   if (kind !== "dir") throw new SnapshotError(`cwd is not a directory: ${real}`);
   const parts = real.split("/").filter((p) => p !== "");
+  if (parent) return locateInFork(real, parts, parent);
   // A fork (its gitfile would be found first) or the state itself: splitting
   // from there would snapshot marsh's own state, or a branch's view of it.
   if (parts.includes(MARSH_DIR)) {
@@ -58,9 +67,59 @@ export function locateProject(cwd: string): ProjectLocation {
       "cannot use / as the project root: run marsh split in a project directory",
     );
   }
+  checkRootGit(root, gitKind);
+  return { root, cwd: parts.slice(depth).join("/"), git: gitKind === "dir" };
+}
+
+/** Refuses a root whose `.git` is a gitfile or anything else but a directory. */
+function checkRootGit(root: string, gitKind: EntryKind | undefined): void {
   if (gitKind === "file") throw new SnapshotError(GITFILE_ROOT_REFUSAL);
   if (gitKind !== undefined && gitKind !== "dir") {
     throw new SnapshotError(`project root .git is a ${gitKind}, not a directory: ${root}/.git`);
   }
-  return { root, cwd: parts.slice(depth).join("/"), git: gitKind === "dir" };
+}
+
+/**
+ * A nested split's location: `real` (canonical) must be the fork of
+ * `parent` or below it. The root is what precedes the first `.marsh`
+ * component, so a `.marsh/split/...` a branch made inside its own fork is
+ * only ever fork content. The fork is then reopened from the root through
+ * no-follow descriptors, and the cwd from the fork, and the cwd reached so
+ * must be the directory the real path names.
+ */
+function locateInFork(real: string, parts: string[], parent: SplitParent): ProjectLocation {
+  const problem = splitIdProblem(parent.split) ?? labelProblem(parent.label);
+  if (problem) throw new SnapshotError(`invalid parent: ${problem}`);
+  const forkRel = `${MARSH_DIR}/${SPLIT_DIR}/${parent.split}/${parent.label}`;
+  const outside = () =>
+    new SnapshotError(`cwd is not inside the fork ${forkRel} of its creator branch: ${real}`);
+  const at = parts.indexOf(MARSH_DIR);
+  if (
+    at < 0 || parts[at + 1] !== SPLIT_DIR || parts[at + 2] !== parent.split ||
+    parts[at + 3] !== parent.label
+  ) throw outside();
+  const root = "/" + parts.slice(0, at).join("/");
+  if (root === "/") {
+    throw new SnapshotError(
+      "cannot use / as the project root: run marsh split in a project directory",
+    );
+  }
+  const rel = parts.slice(at + 4).join("/");
+  const gitKind = Dir.statAbsolute(`${root}/${GIT_NAME}`)?.kind;
+  checkRootGit(root, gitKind);
+  try {
+    using rootDir = Dir.openAbsolute(root);
+    using fork = rootDir.openPath(forkRel);
+    using here = fork.openPath(rel);
+    const st = here.stat();
+    const want = Dir.statAbsolute(real);
+    if (want === null || want.dev !== st.dev || want.ino !== st.ino) throw outside();
+  } catch (error) {
+    if (
+      error instanceof SymlinkRefusedError || error instanceof WrongKindError ||
+      (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR))
+    ) throw new SnapshotError(`${outside().message} (${error.message})`, { cause: error });
+    throw error;
+  }
+  return { root, cwd: rel, git: gitKind === "dir" };
 }

@@ -23,13 +23,22 @@ import {
 import { E, FsError } from "./ffi.ts";
 import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
 import { CopyForkStrategy, type CopyProgress, type Fork, type ForkStrategy } from "./fork.ts";
+import { parseGitConfig } from "./git_config.ts";
+import type { ReadFile } from "./git_reader.ts";
 import {
   GITFILE_ROOT_REFUSAL,
+  GitMetadataError,
   type GitSource,
+  MAX_CONFIG_BYTES,
   MAX_INDEX_BYTES,
   readGitSource,
 } from "./git_source.ts";
-import { type IgnoreInputs, ignoreRulesOf, loadIgnoreInputs } from "./ignore_load.ts";
+import {
+  type IgnoreInputs,
+  ignoreRulesOf,
+  loadIgnoreInputs,
+  MAX_EXCLUDES_BYTES,
+} from "./ignore_load.ts";
 import { readRel } from "./read_rel.ts";
 import { type Emit, type RenderBranch, renderBranches } from "./render.ts";
 import {
@@ -47,7 +56,7 @@ import {
   TRASH_DIR,
 } from "./layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
-import type { ForkPolicy } from "../protocol/splitfs.ts";
+import type { ForkPolicy, SplitParent } from "../protocol/splitfs.ts";
 import { DATA as LAYER_DATA, ignoreKeyOf, LayerStore, SEALED as LAYER_SEAL } from "./layers.ts";
 import { readMounts } from "./mountinfo.ts";
 import {
@@ -80,9 +89,32 @@ export interface CreateOptions {
   /**
    * `auto`: a layered snapshot and overlay forks where this host can mount
    * them, else copies; `copy` (the default here): a copied base and copy forks.
+   * Not consulted for a nested split (its forks are always copies).
    */
   readonly forks?: ForkPolicy;
+  /**
+   * A nested split (spec 000 §2, §8 ChildFromParent): the creator branch
+   * whose fork `<root>/.marsh/split/<split>/<label>` is the snapshot source.
+   * The new split is still `<root>/.marsh/split/<id>` (a sibling); its Git
+   * metadata is read from the creator's admin dir `.admin/<label>/`.
+   */
+  readonly parent?: NestedParent;
 }
+
+/** The creator of a nested split, as {@linkcode CreateOptions.parent} takes it. */
+export interface NestedParent extends SplitParent {
+  /**
+   * The creator split's {@linkcode SplitWorkspace.objectDirs} when it is
+   * known (it is open in this process); by default its `store.git/objects`
+   * and the user's `.git/objects`. The creator fork's own `objects` dir (its
+   * branch's commits) is added either way.
+   */
+  readonly objectDirs?: readonly string[];
+}
+
+/** Why a nested split's forks are what they are. */
+export const NESTED_FORK_REASON =
+  "a nested split's forks are copies: the project's layer chains belong to the user's tree";
 
 /** How to reopen a split after a daemon restart (spec 000 §6). */
 export interface OpenOptions {
@@ -192,6 +224,9 @@ export class SplitWorkspace implements Disposable {
   readonly identity: Identity;
   /** Whether the project is a Git repository. */
   readonly isGit: boolean;
+  /** A nested split's creator branch; `null` for a split of the user's tree (or reopened). */
+  readonly parent: SplitParent | null;
+  readonly #objectDirs: readonly string[];
   readonly #rootDir: Dir;
   readonly #marsh: Dir;
   readonly #splits: Dir;
@@ -213,12 +248,20 @@ export class SplitWorkspace implements Disposable {
     dir: Dir;
     out: Dir | null;
     engine: Engine | null;
+    parent?: SplitParent | null;
+    objectDirs?: readonly string[];
   }) {
     this.root = init.root;
     this.id = init.id;
     this.dirPath = `${init.root}/${MARSH_DIR}/${SPLIT_DIR}/${init.id}`;
     this.identity = init.identity;
     this.isGit = init.isGit;
+    this.parent = init.parent ?? null;
+    this.#objectDirs = init.objectDirs ??
+      [
+        `${this.dirPath}/${STORE_DIR}/objects`,
+        ...(init.isGit ? [`${init.root}/.git/objects`] : []),
+      ];
     this.#rootDir = init.rootDir;
     this.#marsh = init.marsh;
     this.#splits = init.splits;
@@ -236,11 +279,21 @@ export class SplitWorkspace implements Disposable {
   static create(opts: CreateOptions): SplitWorkspace {
     const idProblem = splitIdProblem(opts.id);
     if (idProblem) throw new SnapshotError(idProblem);
+    const parent = opts.parent ?? null;
+    if (parent) {
+      const problem = splitIdProblem(parent.split) ?? labelProblem(parent.label);
+      if (problem) throw new SnapshotError(`invalid parent: ${problem}`);
+      if (parent.split === opts.id) {
+        throw new SnapshotError(`split ${opts.id} cannot be its own parent`);
+      }
+    }
     const root = Dir.realPath(opts.root);
     const rootDir = Dir.openAbsolute(root);
     const opened: Disposable[] = [rootDir];
     let splits: Dir | undefined;
     let created = false;
+    // A nested split's source: the creator split's dir and its fork, held for the snapshot only.
+    let nested: { parentDir: Dir; fork: Dir } | null = null;
     try {
       const gitKind = rootDir.statAt(".git")?.kind;
       if (gitKind === "file") throw new SnapshotError(GITFILE_ROOT_REFUSAL);
@@ -248,13 +301,23 @@ export class SplitWorkspace implements Disposable {
         throw new SnapshotError(`project root .git is a ${gitKind}, not a directory: ${root}/.git`);
       }
       const isGit = gitKind === "dir";
-      const marsh = rootDir.ensureDir(MARSH_DIR, 0o755);
-      opened.push(marsh);
-      if (isGit && marsh.statAt(".gitignore") === null) {
-        marsh.writeNewFile(".gitignore", enc.encode("*\n"));
+      let marsh: Dir;
+      if (parent) {
+        const source = openNestedSource(rootDir, root, parent);
+        marsh = source.marsh;
+        splits = source.splits;
+        opened.push(marsh, splits);
+        nested = { parentDir: source.parentDir, fork: source.fork };
+        opened.push(nested.parentDir, nested.fork);
+      } else {
+        marsh = rootDir.ensureDir(MARSH_DIR, 0o755);
+        opened.push(marsh);
+        if (isGit && marsh.statAt(".gitignore") === null) {
+          marsh.writeNewFile(".gitignore", enc.encode("*\n"));
+        }
+        splits = marsh.ensureDir(SPLIT_DIR, 0o755);
+        opened.push(splits);
       }
-      splits = marsh.ensureDir(SPLIT_DIR, 0o755);
-      opened.push(splits);
       try {
         splits.mkdir(opts.id, 0o755);
         created = true;
@@ -266,13 +329,39 @@ export class SplitWorkspace implements Disposable {
       }
       const dir = splits.openDir(opts.id);
       opened.push(dir);
-      const git = isGit ? readGitSource((rel, max) => readRel(rootDir, rel, max)) : null;
-      const ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
-      const sharedIndexes = git?.index ? readSharedIndexes(rootDir) : new Map();
+      const dirPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${opts.id}`;
+      let git: GitSource | null;
+      let ignore: IgnoreInputs | null;
+      let sharedIndexes: Map<string, Uint8Array>;
+      let objectDirs: string[];
+      if (parent && nested) {
+        const meta = readNestedGit(rootDir, root, nested.parentDir, parent, isGit, opts.env ?? {});
+        git = meta.git;
+        ignore = meta.ignore;
+        sharedIndexes = meta.sharedIndexes;
+        const parentPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${parent.split}`;
+        const inherited = parent.objectDirs ??
+          [`${parentPath}/${STORE_DIR}/objects`, ...(isGit ? [`${root}/.git/objects`] : [])];
+        objectDirs = unique([
+          `${dirPath}/${STORE_DIR}/objects`,
+          ...inherited,
+          ...(meta.forkObjects ? [`${parentPath}/${ADMIN_DIR}/${parent.label}/objects`] : []),
+        ]);
+      } else {
+        git = isGit ? readGitSource((rel, max) => readRel(rootDir, rel, max)) : null;
+        ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
+        sharedIndexes = git?.index ? readSharedIndexes(rootDir, GIT_NAME) : new Map();
+        objectDirs = [
+          `${dirPath}/${STORE_DIR}/objects`,
+          ...(isGit ? [`${root}/.git/objects`] : []),
+        ];
+      }
       dir.mkdir(BASE_DIR, 0o755);
       const t0 = performance.now();
       const rules = ignore && !opts.withIgnored ? ignoreRulesOf(ignore) : null;
-      const choice = opts.forks === "auto"
+      const choice = parent
+        ? { mode: null, reason: NESTED_FORK_REASON }
+        : opts.forks === "auto"
         ? chooseForks(marsh)
         : { mode: null, reason: "copy forks were asked for (MARSH_FORKS=copy)" };
       let base: Dir;
@@ -323,14 +412,20 @@ export class SplitWorkspace implements Disposable {
         baseIndex = new Map();
         snapshot = takeSnapshot({
           index: baseIndex,
-          source: rootDir,
+          source: nested?.fork ?? rootDir,
           dest: base,
           ignore: rules,
-          skipTop: new Set([MARSH_DIR]),
+          // A fork's top-level .git is its gitfile (the creator's admin dir is read as data).
+          skipTop: new Set(nested ? [MARSH_DIR, GIT_NAME] : [MARSH_DIR]),
           strategy: opts.copyStrategy,
           progress: opts.progress,
         });
         strategy = new CopyForkStrategy(opts.copyStrategy);
+      }
+      if (nested) {
+        nested.fork.close();
+        nested.parentDir.close();
+        nested = null;
       }
       opened.push(base);
       const snapshotMs = performance.now() - t0;
@@ -350,6 +445,8 @@ export class SplitWorkspace implements Disposable {
         splits,
         dir,
         out,
+        parent: parent ? { split: parent.split, label: parent.label } : null,
+        objectDirs,
         engine: {
           base,
           layered,
@@ -528,11 +625,14 @@ export class SplitWorkspace implements Disposable {
     return { snapshotMs: this.#made("reading its timing").snapshotMs };
   }
 
-  /** Absolute object directories a consumer needs for `git apply --3way`. */
+  /**
+   * Absolute object directories a consumer needs for `git apply --3way`, and
+   * the forks' alternates: the split's store, then the user's objects; for a
+   * nested split its store, then its creator's object dirs and the creator
+   * fork's own `objects`. After a reopen, the store and the user's objects.
+   */
   get objectDirs(): string[] {
-    const dirs = [`${this.dirPath}/${STORE_DIR}/objects`];
-    if (this.isGit) dirs.push(`${this.root}/.git/objects`);
-    return dirs;
+    return [...this.#objectDirs];
   }
 
   /** The labels of the forks held, in creation (or reopen) order. */
@@ -1071,11 +1171,12 @@ function unmountBelow(path: string): void {
 /**
  * A split index (`core.splitIndex`) keeps most entries in
  * `.git/sharedindex.<id>`; the fork's Git cannot read its index without them.
- * They are read as data under the index's own bound.
+ * They are read as data under the index's own bound, from the Git dir at
+ * `rel` under `from` (`.git`, or a creator fork's admin dir).
  */
-function readSharedIndexes(root: Dir): Map<string, Uint8Array> {
+function readSharedIndexes(from: Dir, rel: string): Map<string, Uint8Array> {
   const found = new Map<string, Uint8Array>();
-  using gitDir = root.openDir(".git");
+  using gitDir = from.openPath(rel);
   let total = 0;
   for (const e of gitDir.entries()) {
     if (!SHARED_INDEX_NAME.test(e.name)) continue;
@@ -1084,6 +1185,97 @@ function readSharedIndexes(root: Dir): Map<string, Uint8Array> {
     found.set(e.name, bytes);
   }
   return found;
+}
+
+function unique(list: readonly string[]): string[] {
+  return [...new Set(list)];
+}
+
+/** The creator split's directories a nested split needs, opened no-follow from the root. */
+function openNestedSource(
+  rootDir: Dir,
+  root: string,
+  parent: SplitParent,
+): { marsh: Dir; splits: Dir; parentDir: Dir; fork: Dir } {
+  const forkRel = `${MARSH_DIR}/${SPLIT_DIR}/${parent.split}/${parent.label}`;
+  const got: Dir[] = [];
+  try {
+    let cur = rootDir;
+    for (const name of forkRel.split("/")) {
+      cur = cur.openDir(name);
+      got.push(cur);
+    }
+    const [marsh, splits, parentDir, fork] = got as [Dir, Dir, Dir, Dir];
+    return { marsh, splits, parentDir, fork };
+  } catch (error) {
+    for (const d of got.reverse()) d.close();
+    if (isGone(error)) {
+      throw new SnapshotError(
+        `the creator branch's fork is missing or not a directory: ${root}/${forkRel}`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+/**
+ * A nested split's Git metadata, read as data from its creator fork's admin
+ * dir `<parent split>/.admin/<label>/` (HEAD names `refs/heads/marsh-split`,
+ * which a commit in the fork moves; the index is the fork's own). Ignore
+ * inputs: the creator fork's `info/exclude` and the global excludes as the
+ * user's own `.git/config` and global config locate them.
+ */
+function readNestedGit(
+  rootDir: Dir,
+  root: string,
+  parentDir: Dir,
+  parent: SplitParent,
+  isGit: boolean,
+  env: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string },
+): {
+  git: GitSource | null;
+  ignore: IgnoreInputs | null;
+  sharedIndexes: Map<string, Uint8Array>;
+  forkObjects: boolean;
+} {
+  const none = { git: null, ignore: null, sharedIndexes: new Map(), forkObjects: false };
+  if (!isGit) return none;
+  const adminRel = `${ADMIN_DIR}/${parent.label}`;
+  const read: ReadFile = (rel, max) => {
+    // readGitSource reads only `.git/...`: the admin dir is the fork's `.git`.
+    if (!rel.startsWith(`${GIT_NAME}/`)) throw new Error(`not a Git dir path: ${rel}`);
+    return readRel(parentDir, `${adminRel}/${rel.slice(GIT_NAME.length + 1)}`, max);
+  };
+  let git: GitSource | null;
+  try {
+    git = readGitSource(read);
+  } catch (error) {
+    if (error instanceof GitMetadataError) {
+      throw new GitMetadataError(
+        error.path,
+        `${error.message} (in the creator fork's Git dir ${adminRel})`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+  if (git === null) return none;
+  const userConfigBytes = readRel(rootDir, `${GIT_NAME}/config`, MAX_CONFIG_BYTES);
+  const ignore = loadIgnoreInputs(
+    rootDir,
+    root,
+    { config: userConfigBytes === null ? null : parseGitConfig(userConfigBytes) },
+    env,
+    readRel(parentDir, `${adminRel}/info/exclude`, MAX_EXCLUDES_BYTES),
+  );
+  const sharedIndexes = git.index ? readSharedIndexes(parentDir, adminRel) : new Map();
+  let forkObjects = false;
+  {
+    using admin = parentDir.openPath(adminRel);
+    forkObjects = admin.statAt("objects")?.kind === "dir";
+  }
+  return { git, ignore, sharedIndexes, forkObjects };
 }
 
 function readInfoExclude(admins: Dir, label: string): Uint8Array | null {

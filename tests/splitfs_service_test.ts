@@ -19,6 +19,7 @@ import {
   exists,
   fingerprint,
   fingerprintDiff,
+  gitOk,
   gitProject,
   mountsBelow,
   put,
@@ -291,6 +292,103 @@ Deno.test(
       failsWith("input", /ENOENT/),
     );
     assert.equal((await svc.request({ v: 1, t: "remove", id: "g1" })).t, "ok");
+  },
+);
+
+Deno.test(
+  {
+    name:
+      "service: a nested split (parent) is located in its creator's fork and snapshots it as a sibling",
+    permissions: perms,
+  },
+  async () => {
+    using sb = sandbox("marsh-service-");
+    const opts = { home: sb.home };
+    await gitProject(sb, { "src/x.txt": "x\n", "top.txt": "t\n" });
+    await using svc = SplitfsService.start();
+    const p = await created(svc, "p1", sb.root, { HOME: sb.home });
+    const a = await forked(svc, "p1", "a");
+    const b = await forked(svc, "p1", "b");
+    put(a.path, "top.txt", "t from a\n");
+    await gitOk(a.path, ["commit", "-q", "-am", "in a"], opts);
+    const aHead = (await gitOk(a.path, ["rev-parse", "HEAD"], opts)).trim();
+    put(a.path, "src/y.txt", "y\n");
+    const parent = { split: "p1", label: "a" };
+
+    assert.deepEqual(
+      await svc.request<LocatedReply>({ v: 1, t: "locate", cwd: `${a.path}/src`, parent }),
+      { v: 1, t: "located", root: sb.root, cwd: "src" },
+    );
+    assert.deepEqual(
+      await svc.request<LocatedReply>({ v: 1, t: "locate", cwd: a.path, parent }),
+      { v: 1, t: "located", root: sb.root, cwd: "" },
+    );
+    // Outside the named fork (another fork, the project, marsh's state): refused.
+    for (const cwd of [b.path, `${sb.root}/src`, `${p.dir}/base`, `${p.dir}/.admin/a`]) {
+      await assert.rejects(
+        svc.request({ v: 1, t: "locate", cwd, parent }),
+        failsWith("input", /is not inside the fork \.marsh\/split\/p1\/a of its creator branch/),
+      );
+      await assert.rejects(
+        svc.request({
+          v: 1,
+          t: "create",
+          id: "n0",
+          cwd,
+          env: {},
+          withIgnored: false,
+          forks: "copy",
+          parent,
+        }),
+        failsWith("input", /is not inside the fork/),
+      );
+    }
+    assert.ok(!exists(`${sb.root}/.marsh/split/n0`));
+    // A malformed parent is a protocol error.
+    for (
+      const bad of [{ split: "p1", label: "a/b" }, { split: "P1", label: "a" }, { split: "p1" }, 7]
+    ) {
+      await assert.rejects(
+        // deno-lint-ignore no-explicit-any
+        svc.request({ v: 1, t: "locate", cwd: a.path, parent: bad as any }),
+        failsWith("input", /^malformed locate frame: parent/),
+      );
+    }
+
+    const n = await svc.request<CreatedReply>({
+      v: 1,
+      t: "create",
+      id: "n1",
+      cwd: `${a.path}/src`,
+      env: { HOME: sb.home },
+      withIgnored: false,
+      forks: "auto",
+      parent,
+    });
+    assert.equal(n.root, sb.root);
+    assert.equal(n.cwd, "src");
+    assert.equal(n.dir, `${sb.root}/.marsh/split/n1`);
+    assert.equal(n.forks.strategy, "copy");
+    assert.match(n.forks.reason, /a nested split's forks are copies/);
+    assert.equal(n.snapshot.layers, 0);
+    assert.equal(n.snapshot.files, 3);
+    assert.equal(n.git?.head, aHead);
+    assert.deepEqual(n.git?.objects, [
+      `${n.dir}/store.git/objects`,
+      ...p.git!.objects,
+      `${p.dir}/.admin/a/objects`,
+    ]);
+    const x = await forked(svc, "n1", "x");
+    assert.equal(x.path, `${n.dir}/x`);
+    assert.equal(text(`${x.path}/top.txt`), "t from a\n");
+    assert.equal(await gitOk(x.path, ["status", "--porcelain"], opts), "?? src/y.txt\n");
+    put(x.path, "src/y.txt", "y from x\n");
+    const cap = await svc.request<CapturedReply>({ v: 1, t: "capture", id: "n1", label: "x" });
+    assert.equal(cap.files, 1);
+    assert.equal(text(`${n.dir}/out/x/files`), "M\tsrc/y.txt\n");
+    assert.equal(text(`${a.path}/src/y.txt`), "y\n");
+    assert.equal((await svc.request({ v: 1, t: "remove", id: "n1" })).t, "ok");
+    assert.equal((await svc.request({ v: 1, t: "remove", id: "p1" })).t, "ok");
   },
 );
 

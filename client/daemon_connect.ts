@@ -7,9 +7,18 @@
  * uses it and never starts a daemon (the branch's daemon is the one that
  * made the socket). Elsewhere the socket is `marshd.sock` in the control dir.
  *
+ * Inside a Kit job, `MARSH_JOB_SOCK` ({@linkcode JOB_SOCK_ENV}) names the
+ * job's capability socket, `/run/marsh/cap.sock`. The in-job client
+ * (`job/main.ts`) sets it in its own process from `job.json`; it is not part
+ * of any container's environment. It wins over `MARSH_SOCK`, never starts a
+ * daemon, and touches neither the control dir nor `HOME`. Its owner and mode
+ * are not checked: inside the container the socket belongs to the host
+ * daemon's uid, and the directory it sits in is the daemon's, read-only.
+ *
  * Needs `--allow-env`, read and write on the control dir (and on
  * `MARSH_SOCK`), `--allow-net=unix:<socket>`, and `--allow-run` for the
- * pinned Deno when it starts the daemon.
+ * pinned Deno when it starts the daemon. In a job: `--allow-env`, write and
+ * `--allow-net=unix:` on the job's socket.
  *
  * @module
  */
@@ -33,6 +42,15 @@ import {
 import { daemonFlags } from "../protocol/permissions.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { CliError } from "./cli_error.ts";
+
+/**
+ * The job's capability socket, set by the in-job client from `job.json`
+ * (never by a container's environment).
+ */
+export const JOB_SOCK_ENV = "MARSH_JOB_SOCK";
+
+/** The status when a job's socket no longer answers: the job's end is unknown (spec 004 §13.9). */
+export const JOB_REVOKED = 125;
 
 /** How often to try the socket while the daemon starts or stops. */
 export const POLL_MS = 50;
@@ -157,17 +175,20 @@ export class DaemonConnection implements AsyncDisposable {
 export interface DaemonSocket {
   /** The socket's path. */
   readonly path: string;
-  /** The control dir. */
+  /** The control dir; empty when unknown (inside a branch) or not used (inside a job). */
   readonly home: string;
-  /** From `MARSH_SOCK`: a shell branch's socket, never autostarted. */
+  /** From `MARSH_SOCK` or `MARSH_JOB_SOCK`: someone else's socket, never autostarted. */
   readonly branch: boolean;
+  /** From `MARSH_JOB_SOCK`: a Kit job's capability socket, taken as it is. */
+  readonly job?: boolean;
 }
 
 /**
- * Locates the daemon's socket and checks it: `MARSH_SOCK` when set, else the
- * control dir's socket, after creating the control dir 0700 or refusing one
- * with the wrong owner or mode. An existing socket file must be ours and
- * reachable by no one else.
+ * Locates the daemon's socket and checks it: `MARSH_JOB_SOCK` when set (a
+ * job's socket, not checked), else `MARSH_SOCK` when set, else the control
+ * dir's socket, after creating the control dir 0700 or refusing one with the
+ * wrong owner or mode. An existing socket file must be ours and reachable by
+ * no one else.
  *
  * @throws {CliError} (status 2) with the fix when the control dir or the socket is unsafe
  */
@@ -175,6 +196,13 @@ export function daemonSocket(
   env: { get(name: string): string | undefined } = Deno.env,
 ): DaemonSocket {
   try {
+    const jobSocket = env.get(JOB_SOCK_ENV);
+    if (jobSocket) {
+      if (!jobSocket.startsWith("/")) {
+        throw new ControlDirError(`${JOB_SOCK_ENV} must be an absolute path: ${jobSocket}`);
+      }
+      return { path: jobSocket, home: "", branch: true, job: true };
+    }
     const branchSocket = env.get("MARSH_SOCK");
     if (branchSocket) {
       if (!branchSocket.startsWith("/")) {
@@ -266,6 +294,12 @@ export async function ensureDaemon(
 ): Promise<{ conn: DaemonConnection; started: boolean }> {
   const conn = await tryConnect(sock);
   if (conn) return { conn, started: false };
+  if (sock.job) {
+    throw new CliError(
+      `marsh: no daemon answers at ${sock.path}; this job's capability was revoked (the job ended or the daemon restarted)`,
+      JOB_REVOKED,
+    );
+  }
   if (sock.branch) {
     throw new CliError(
       `marsh: no daemon answers at MARSH_SOCK=${sock.path}; the shell branch that set it has ended, or unset MARSH_SOCK to use your own daemon`,

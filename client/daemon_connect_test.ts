@@ -5,6 +5,8 @@
  * `tests/`).
  */
 import assert from "node:assert/strict";
+import { CliError } from "./cli_error.ts";
+import { daemonSocket, JOB_SOCK_ENV } from "./daemon_connect.ts";
 import {
   cliTestPermissions as permissions,
   FakeDaemon,
@@ -116,4 +118,33 @@ Deno.test({ name: "status never starts a daemon", permissions }, async () => {
   assert.equal(r.code, 0);
   assert.equal(r.text, "marshd: not running\n");
   assert.deepEqual(await Array.fromAsync(Deno.readDir(home.path)), []);
+});
+
+const envOf = (vars: Record<string, string>) => ({ get: (k: string) => vars[k] });
+
+Deno.test({ name: "MARSH_JOB_SOCK is a job's socket, taken as it is", permissions }, async () => {
+  await using home = await tempHome();
+  // Inside a container the socket is the host daemon's: its owner and mode are not ours to judge.
+  const sock = `${home.path}/cap.sock`;
+  await Deno.writeTextFile(sock, "", { mode: 0o666 });
+  await Deno.chmod(sock, 0o666);
+  await Deno.chmod(home.path, 0o755);
+  // No HOME, no MARSH_HOME: the control dir is neither located nor created.
+  assert.deepEqual(daemonSocket(envOf({ [JOB_SOCK_ENV]: sock })), {
+    path: sock,
+    home: "",
+    branch: true,
+    job: true,
+  });
+  // It wins over a branch socket and the control dir.
+  assert.deepEqual(
+    daemonSocket(envOf({ [JOB_SOCK_ENV]: sock, MARSH_SOCK: "/x/b/00.sock", MARSH_HOME: "/x" })),
+    { path: sock, home: "", branch: true, job: true },
+  );
+  assert.throws(
+    () => daemonSocket(envOf({ [JOB_SOCK_ENV]: "cap.sock" })),
+    (e: unknown) =>
+      e instanceof CliError && e.code === 2 &&
+      e.message === "marsh: MARSH_JOB_SOCK must be an absolute path: cap.sock",
+  );
 });

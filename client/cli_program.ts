@@ -1,0 +1,317 @@
+/**
+ * The `marsh` command line both clients share: the host CLI (`main.ts`) and
+ * the in-job client (`job/main.ts`, bundled into `/run/marsh/marsh.js`).
+ * It owns the process's streams, Ctrl-C, commander's configuration and the
+ * exit status; the commands themselves are in `client/*_command.ts`.
+ *
+ * Shared here: `split`, `join` and `splits` (with `cancel` and `rm`; the
+ * daemon decides what each caller may do). Each entry adds its own commands
+ * through {@linkcode runCli}'s `register`: the host its daemon, engine, Kit
+ * and `diff` commands, the job its `jobs`. Nothing imported here may reach
+ * `engine/` or `dockerode`: the in-job client is bundled from this module's
+ * graph, and `deno bundle` cannot bundle dockerode's ssh2 (native crypto).
+ *
+ * @module
+ */
+
+import { Command, CommanderError } from "commander";
+import type { BranchSpec } from "../protocol/daemon.ts";
+import { CliError, USAGE } from "./cli_error.ts";
+import type { CliIo, Signals } from "./io.ts";
+import { joinCommand } from "./join_command.ts";
+import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./split_command.ts";
+import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
+
+const enc = new TextEncoder();
+
+function writeAllSync(file: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
+  let off = 0;
+  while (off < bytes.length) off += file.writeSync(bytes.subarray(off));
+}
+
+/** Writes one line to stderr; a reader that left is not an error. */
+export function errorLine(line: string): void {
+  try {
+    writeAllSync(Deno.stderr, enc.encode(`${line}\n`));
+  } catch (error) {
+    if (!(error instanceof Deno.errors.BrokenPipe)) throw error;
+    // No one reads stderr any more; the exit status still tells.
+  }
+}
+
+/** The process's standard streams, as the commands see them. */
+export const io: CliIo = {
+  cwd: () => Deno.cwd(),
+  env: () => Deno.env.toObject(),
+  get stdin() {
+    return Deno.stdin.readable;
+  },
+  stdinIsTerminal: Deno.stdin.isTerminal(),
+  stderrIsTerminal: Deno.stderr.isTerminal(),
+  stdoutIsTerminal: Deno.stdout.isTerminal(),
+  async write(bytes) {
+    try {
+      let off = 0;
+      while (off < bytes.length) off += await Deno.stdout.write(bytes.subarray(off));
+      return true;
+    } catch (error) {
+      if (error instanceof Deno.errors.BrokenPipe) return false;
+      throw error;
+    }
+  },
+  error: errorLine,
+};
+
+/** Ctrl-C, delivered to the command that asks for it. */
+export const signals: Signals = {
+  async trapInterrupts(onInterrupt, body) {
+    Deno.addSignalListener("SIGINT", onInterrupt);
+    try {
+      return await body();
+    } finally {
+      Deno.removeSignalListener("SIGINT", onInterrupt);
+    }
+  },
+};
+
+/** Reports commander's parse errors as one line naming the command's help. */
+export function userErrors(cmd: Command, path: string): Command {
+  return cmd.configureOutput({
+    writeOut: (s) => writeAllSync(Deno.stdout, enc.encode(s)),
+    writeErr: (s) => writeAllSync(Deno.stderr, enc.encode(s)),
+    outputError: (s, write) =>
+      write(`${path}: ${s.trim().replace(/^error: /, "")} (see \`${path} --help\`)\n`),
+  });
+}
+
+/**
+ * What a command registration gets (structurally the same as
+ * `EngineCommandsContext` of `engine_command.ts`, which this module must not
+ * import).
+ */
+export interface CliContext {
+  readonly io: CliIo;
+  readonly signals: Signals;
+  /** Records the process's exit status. */
+  readonly setStatus: (code: number) => void;
+  /** Commander's configuration for a command at `path` (e.g. `marsh splits cancel`). */
+  readonly userErrors: (cmd: Command, path: string) => Command;
+}
+
+/** Adds commands to the program, after the shared ones. */
+export type RegisterCommands = (program: Command, ctx: CliContext) => void;
+
+const SPLIT_HELP = `
+Each -b branch runs \`bash -c STRING\` in its own fork of the project, with
+cwd = the fork's copy of the current directory and your exported environment
+(minus MARSH_*, SBX_*, DOCKER_* and credential-shaped names).
+
+Each ::: LABEL CMD ARGS... branch runs one registered Kit command (see
+\`marsh kits add\`) in a fresh container that sees, of the project, only its
+fork (at the same path) and the fork's Git metadata; CMD ARGS are taken
+verbatim, no TTY, network per the Kit. Everything after the first ::: belongs
+to argv branches, so -b and the options come first.
+
+stdin is read to its end first and every branch reads it; a terminal stdin,
+or -n, means empty. split waits for every branch, prints one handle line on
+stdout and exits with the first nonzero branch status in declaration order
+(125 for a failed or rejected branch, 130 when cancelled, 2 when nothing
+could run). Ctrl-C cancels the split; a second Ctrl-C stops waiting.
+
+Examples:
+  git diff | marsh split -b tests='make test' -b lint='make lint' | marsh join
+  git diff | marsh split -b tests='make test' ::: review claude -p 'review this diff' | marsh join
+  h=$(marsh split -n -b a='./fix.sh a' -b b='./fix.sh b')
+  marsh join <<<"$h" -- ./apply.sh
+`;
+
+const JOIN_HELP = `
+Reads the handle line that \`marsh split\` printed from stdin. Without CMD the
+rendering (each branch's status and patch; a branch's stdout and stderr are
+in $SPLIT_DIR/<label>/) goes to stdout and the split is removed if every
+branch succeeded and --keep is not given, else kept (the message says why). With \`-- CMD\`, CMD runs even if branches failed,
+with the rendering on its stdin and SPLIT_ID, SPLIT_DIR, SPLIT_MANIFEST and
+SPLIT_OBJECTS set; the split is removed when CMD exits 0, else kept, and join
+exits with CMD's status (127 when CMD cannot be started).
+
+Examples:
+  marsh split -b a='make test' | marsh join
+  marsh split -b a='./fix.sh' | marsh join --json | jq .branches
+  marsh split -b a='./fix.sh' | marsh join -- sh -c 'git apply --3way "$SPLIT_DIR/a/diff.patch"'
+`;
+
+const SPLITS_HELP = `
+Lists splits as a tree: per split its state, creation time and directory,
+then per branch its state, placement, status, changed-file count, job id and
+trust flag, and why a split was kept or cancelled.
+
+Examples:
+  marsh splits
+  marsh splits --json 01J9Z
+  marsh splits cancel 01J9Z
+  marsh splits rm 01J9Z
+`;
+
+/** The words the option parser must not see, cut off by {@linkcode preSplit}. */
+export interface PreSplit {
+  /** What commander parses. */
+  readonly head: string[];
+  /** `split`: everything from the first `:::` on (argv branches). */
+  readonly argvParts: string[];
+  /** `join`: everything after the first `--` (the consumer), if there is one. */
+  readonly consumer: string[] | undefined;
+}
+
+/**
+ * Cuts the words the option parser must not see: everything from the first
+ * `:::` of `split` (argv branches), everything after the first `--` of
+ * `join` (the consumer command).
+ */
+export function preSplit(args: readonly string[]): PreSplit {
+  if (args[0] === "split") {
+    const { head, argvParts } = splitAtArgvBranches(args);
+    return { head, argvParts, consumer: undefined };
+  }
+  if (args[0] === "join") {
+    const at = args.indexOf("--");
+    if (at >= 0) return { head: args.slice(0, at), argvParts: [], consumer: args.slice(at + 1) };
+  }
+  return { head: [...args], argvParts: [], consumer: undefined };
+}
+
+function buildProgram(
+  ctx: CliContext,
+  argvParts: readonly string[],
+  consumer: readonly string[] | undefined,
+): Command {
+  const { setStatus } = ctx;
+  const program = userErrors(new Command("marsh"), "marsh")
+    .description(
+      "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
+    )
+    .exitOverride();
+
+  userErrors(program.command("split"), "marsh split")
+    .description("Run branches in private forks of the project at once; print a handle for join.")
+    .usage("[-n] [-b LABEL=STRING]... [::: LABEL CMD ARGS...]...")
+    .option(
+      "-b, --branch <LABEL=STRING>",
+      "a shell branch: run `bash -c STRING` under LABEL (repeatable)",
+      (value: string, prev: BranchSpec[]) => [...prev, parseShellBranch(value)],
+      [] as BranchSpec[],
+    )
+    .option("-n, --no-stdin", "give the branches an empty stdin instead of reading it")
+    .option(
+      "--with-ignored",
+      "snapshot ignored files too (node_modules, .env, build caches); recorded in the manifest",
+    )
+    .allowExcessArguments()
+    .addHelpText("after", SPLIT_HELP)
+    .action(async (
+      opts: { branch: BranchSpec[]; stdin: boolean; withIgnored?: boolean },
+      cmd: Command,
+    ) => {
+      const words = cmd.args;
+      if (words.length > 0 && argvParts.length === 0) {
+        throw new CliError(
+          `marsh split: unexpected argument ${
+            JSON.stringify(words[0])
+          }; give each branch as -b LABEL='command' or ::: LABEL CMD ARGS...`,
+        );
+      }
+      setStatus(
+        await splitCommand(
+          {
+            branches: opts.branch,
+            argvParts,
+            noStdin: !opts.stdin,
+            withIgnored: opts.withIgnored === true,
+          },
+          ctx.io,
+          ctx.signals,
+        ),
+      );
+    });
+
+  userErrors(program.command("join"), "marsh join")
+    .description("Take a split's results: print them, or hand them to a command, then release it.")
+    .usage("[--json] [--keep] [-- CMD ARGS...]")
+    .option("--json", "the manifest (JSON, one line) instead of the rendering")
+    .option("--keep", "keep the split even if it could be removed")
+    .allowExcessArguments()
+    .addHelpText("after", JOIN_HELP)
+    .action(async (opts: { json?: boolean; keep?: boolean }, cmd: Command) => {
+      const words = cmd.args;
+      if (words.length > 0) {
+        throw new CliError(
+          `marsh join: put \`--\` before the consumer command: marsh join -- ${words.join(" ")}`,
+        );
+      }
+      if (consumer !== undefined && consumer.length === 0) {
+        throw new CliError("marsh join: `--` needs a command after it: marsh join -- CMD ARGS...");
+      }
+      setStatus(
+        await joinCommand(
+          { json: opts.json === true, keep: opts.keep === true, consumer: consumer ?? [] },
+          ctx.io,
+          ctx.signals,
+        ),
+      );
+    });
+
+  const splits = userErrors(program.command("splits"), "marsh splits")
+    .description("List splits, or cancel or remove one.")
+    .usage("[--json] [ID] | cancel ID | rm ID")
+    .option("--json", 'print {"splits":[<manifest>...]}')
+    .argument("[ID]", "only this split")
+    .addHelpText("after", SPLITS_HELP)
+    .action(async (id: string | undefined, opts: { json?: boolean }) => {
+      setStatus(await splitsListCommand({ json: opts.json === true, id }, ctx.io));
+    });
+  userErrors(splits.command("cancel"), "marsh splits cancel")
+    .description("Cancel a running split (its branches get SIGINT, then SIGKILL after 10 s).")
+    .argument("<ID>", "the split")
+    .addHelpText("after", "\nExample:\n  marsh splits cancel 01J9Z\n")
+    .action(async (id: string) => setStatus(await splitsActionCommand("cancel", id, ctx.io)));
+  userErrors(splits.command("rm"), "marsh splits rm")
+    .description("Remove a kept or finished split: its forks, store and out/.")
+    .argument("<ID>", "the split")
+    .addHelpText("after", "\nExample:\n  marsh splits rm 01J9Z\n")
+    .action(async (id: string) => setStatus(await splitsActionCommand("rm", id, ctx.io)));
+
+  return program;
+}
+
+/**
+ * Parses `args` (the words after the program's name), runs the command and
+ * returns the exit status: the command's, 0 for `--help`, 2 for a usage
+ * error, or a {@linkcode CliError}'s code after printing its message as one
+ * line on stderr. The caller exits with it.
+ *
+ * @param register adds the entry's own commands after `split`, `join` and `splits`
+ * @throws whatever else a command throws (a bug, not a user's error)
+ */
+export async function runCli(
+  args: readonly string[],
+  register?: RegisterCommands,
+): Promise<number> {
+  let status = 0;
+  const ctx: CliContext = { io, signals, setStatus: (code) => status = code, userErrors };
+  const { head, argvParts, consumer } = preSplit(args);
+  const program = buildProgram(ctx, argvParts, consumer);
+  register?.(program, ctx);
+  try {
+    await program.parseAsync(head, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version exit 0; every other parse error is a usage error.
+      return error.exitCode === 0 ? 0 : USAGE;
+    }
+    if (error instanceof CliError) {
+      errorLine(error.message);
+      return error.code;
+    }
+    throw error;
+  }
+  return status;
+}

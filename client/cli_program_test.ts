@@ -1,0 +1,126 @@
+/**
+ * The shared command line, in process: what the parser never sees, how
+ * statuses and errors become exit codes, and that its module graph stays
+ * bundleable (no `engine/`, no dockerode) for the in-job client.
+ */
+import assert from "node:assert/strict";
+import { CliError } from "./cli_error.ts";
+import { preSplit, runCli } from "./cli_program.ts";
+
+const root = new URL("../", import.meta.url).pathname;
+
+Deno.test("preSplit cuts split's argv branches and join's consumer", () => {
+  assert.deepEqual(preSplit(["split", "-n", ":::", "a", "kit", "-x", ":::", "b", "k"]), {
+    head: ["split", "-n"],
+    argvParts: [":::", "a", "kit", "-x", ":::", "b", "k"],
+    consumer: undefined,
+  });
+  assert.deepEqual(preSplit(["join", "--json", "--", "sh", "-c", "x", "--"]), {
+    head: ["join", "--json"],
+    argvParts: [],
+    consumer: ["sh", "-c", "x", "--"],
+  });
+  assert.deepEqual(preSplit(["join"]), { head: ["join"], argvParts: [], consumer: undefined });
+  // Only split's ::: and join's -- are special.
+  assert.deepEqual(preSplit(["splits", ":::", "--"]), {
+    head: ["splits", ":::", "--"],
+    argvParts: [],
+    consumer: undefined,
+  });
+});
+
+Deno.test("runCli: a command's status, a CliError's code, usage errors are 2", async () => {
+  const seen: string[] = [];
+  const status = await runCli(["probe", "7"], (program, ctx) => {
+    ctx.userErrors(program.command("probe"), "marsh probe")
+      .argument("<N>")
+      .action((n: string) => {
+        seen.push(n);
+        if (n === "fail") throw new CliError("marsh probe: failed on purpose", 42);
+        ctx.setStatus(Number(n));
+      });
+  });
+  assert.equal(status, 7);
+  assert.deepEqual(seen, ["7"]);
+  assert.equal(
+    await runCli(["probe", "fail"], (program, ctx) => {
+      ctx.userErrors(program.command("probe"), "marsh probe")
+        .argument("<N>")
+        .action(() => {
+          throw new CliError("marsh probe: failed on purpose", 42);
+        });
+    }),
+    42,
+  );
+  // Refused before any daemon is asked: no connection is attempted here.
+  for (
+    const args of [
+      ["no-such-command"],
+      ["split", "word"],
+      ["split"],
+      ["join", "word"],
+      ["join", "--"],
+      ["splits", "cancel"],
+      ["split", "-b", "nolabel"],
+    ]
+  ) {
+    assert.equal(await runCli(args), 2, args.join(" "));
+  }
+});
+
+Deno.test("runCli: something else thrown is a bug and propagates", async () => {
+  await assert.rejects(
+    runCli(["boom"], (program) => {
+      program.command("boom").action(() => {
+        throw new RangeError("a bug");
+      });
+    }),
+    RangeError,
+  );
+});
+
+interface GraphModule {
+  readonly specifier: string;
+  readonly dependencies?: readonly { readonly code?: { readonly specifier: string } }[];
+}
+
+/** What `entry` loads at run time: `deno info`'s graph without type-only imports. */
+async function runtimeGraph(entry: string): Promise<string[]> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", `--config=${root}deno.json`, `${root}${entry}`],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    roots: string[];
+    modules: GraphModule[];
+  };
+  const modules = new Map(info.modules.map((m) => [m.specifier, m]));
+  const seen = new Set<string>();
+  const visit = (specifier: string) => {
+    if (seen.has(specifier)) return;
+    seen.add(specifier);
+    for (const dep of modules.get(specifier)?.dependencies ?? []) {
+      if (dep.code) visit(dep.code.specifier);
+    }
+  };
+  for (const r of info.roots) visit(r);
+  return [...seen];
+}
+
+Deno.test({
+  name: "the shared program and the job client load neither engine/ nor dockerode",
+  permissions: { run: true, read: true, env: true },
+}, async () => {
+  for (const entry of ["client/cli_program.ts", "job/main.ts"]) {
+    const graph = await runtimeGraph(entry);
+    assert.ok(graph.includes(`file://${root}client/split_command.ts`), entry);
+    for (const s of graph) {
+      assert.ok(!/^file:\/\/.*\/(engine|daemon|worker)\//.test(s), `${entry} loads ${s}`);
+      if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `${entry} loads ${s}`);
+    }
+  }
+  // The host CLI does load the engine: the split above is real.
+  assert.ok((await runtimeGraph("main.ts")).some((s) => s.startsWith("npm:dockerode@")));
+});

@@ -23,6 +23,19 @@ export type Authority =
     readonly split: string;
     readonly label: string;
     readonly session: string;
+  }
+  | {
+    /** A Kit job, through its attempt's `/run/marsh/cap.sock` (spec 004 §3). */
+    readonly kind: "job";
+    readonly job: string;
+    readonly attempt: string;
+    /** The split and branch the job runs for: its view is that branch's fork. */
+    readonly split: string;
+    readonly label: string;
+    /** The pool session of the job's split: nested splits share its pool (spec 000 §4). */
+    readonly session: string;
+    /** The job's fork on the host (also its path inside the container). */
+    readonly fork: string;
   };
 
 /** Frames waiting to be written before a slow reader is disconnected. */

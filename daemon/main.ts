@@ -26,7 +26,8 @@ import {
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
 import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
-import { probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { denoPath, probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { JobClientBundle } from "./job_capability.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
 import { Log } from "./log.ts";
@@ -179,6 +180,8 @@ async function main(): Promise<number> {
     log,
     home,
     settings,
+    jobClient: new JobClientBundle(home, denoPath()),
+    deno: denoPath(),
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();

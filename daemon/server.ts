@@ -1,7 +1,9 @@
 /**
  * The daemon's sockets: the host socket in the control dir (operator
- * authority) and one socket per running shell branch (that branch's
- * authority). Each connection carries one request.
+ * authority), one socket per running shell branch (that branch's
+ * authority) and one per Kit attempt (that job's authority: its
+ * `/run/marsh/cap.sock`). Each connection carries one request. The socket a
+ * connection arrived on is its authority; no frame can change it.
  *
  * Needs `--allow-net=unix:<each socket>` and read/write on the control dir.
  *
@@ -12,8 +14,12 @@ import {
   BRANCH_SOCKET_SLOTS,
   BRANCH_SOCKETS_DIR,
   branchSocketPath,
+  CAP_SOCKET_SLOTS,
+  CAP_SOCKETS_DIR,
+  capSocketPath,
 } from "../protocol/control_dir.ts";
 import type { ClientFrame, GcReply } from "../protocol/daemon.ts";
+import { MAX_JOB_CONNECTIONS, TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
 import { type Authority, Conn } from "./conn.ts";
 import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
@@ -37,6 +43,30 @@ async function drain(conn: Conn, ms: number): Promise<void> {
   }
 }
 
+/**
+ * What a Kit job's capability admits (spec 000 §3, spec 004 §3): a split and
+ * its join. Everything else is refused, naming what to do instead.
+ */
+function refuseInJob(t: ClientFrame["t"]): RequestError {
+  const only = "a job's capability admits only marsh split and marsh join";
+  switch (t) {
+    case "splits.list":
+      return new RequestError(2, `refused in a Kit job: ${only}; a job's splits are its own`);
+    case "splits.cancel":
+      return new RequestError(
+        2,
+        `refused in a Kit job: ${only}; to cancel a split, end its marsh split (Ctrl-C) or its marsh join`,
+      );
+    case "splits.rm":
+      return new RequestError(
+        2,
+        `refused in a Kit job: ${only}; a split this job did not join is kept for the host (marsh splits rm)`,
+      );
+    default:
+      return new RequestError(2, `refused in a Kit job: ${only}`);
+  }
+}
+
 /** What the server needs to answer the requests that are not about one split. */
 export interface ServerHooks {
   status(): {
@@ -55,7 +85,8 @@ export class Server implements BranchSockets {
   readonly #log: Log;
   readonly #listeners = new Map<string, Deno.UnixListener>();
   readonly #free: number[] = [];
-  readonly #slotOf = new Map<string, number>();
+  readonly #freeCaps: number[] = [];
+  readonly #slotOf = new Map<string, { kind: "branch" | "job"; n: number }>();
   readonly #authOf = new Map<string, Authority>();
   #splits: Splits | null = null;
   #hooks: ServerHooks | null = null;
@@ -67,6 +98,7 @@ export class Server implements BranchSockets {
     this.#home = home;
     this.#log = log;
     for (let n = 0; n < BRANCH_SOCKET_SLOTS; n++) this.#free.push(n);
+    for (let n = 0; n < CAP_SOCKET_SLOTS; n++) this.#freeCaps.push(n);
   }
 
   /** Wires the state machine after both exist. */
@@ -104,14 +136,14 @@ export class Server implements BranchSockets {
     this.#listen(path, { kind: "host" });
   }
 
-  #listen(path: string, authority: Authority): void {
+  #listen(path: string, authority: Authority, mode = 0o600): void {
     try {
       Deno.removeSync(path);
     } catch (error) {
       if (!(error instanceof Deno.errors.NotFound)) throw error;
     }
     const listener = Deno.listen({ transport: "unix", path });
-    Deno.chmodSync(path, 0o600);
+    Deno.chmodSync(path, mode);
     this.#listeners.set(path, listener);
     void this.#accept(listener, authority);
   }
@@ -120,6 +152,12 @@ export class Server implements BranchSockets {
     try {
       for await (const raw of listener) {
         const conn = new Conn(raw, authority);
+        if (authority.kind === "job" && this.#openOf(authority) >= MAX_JOB_CONNECTIONS) {
+          // Idle connections count too: a slot frees only when one closes.
+          void conn.send({ v: 1, t: "error", code: 125, message: TOO_MANY_CONNECTIONS })
+            .then(() => conn.flush()).finally(() => conn.close());
+          continue;
+        }
         this.#conns.add(conn);
         void this.#serve(conn).finally(() => {
           conn.close();
@@ -131,6 +169,12 @@ export class Server implements BranchSockets {
     }
   }
 
+  #openOf(authority: Authority): number {
+    let n = 0;
+    for (const c of this.#conns) if (c.authority === authority) n++;
+    return n;
+  }
+
   /** A socket for one branch; its connections carry that branch's authority. */
   open(authority: Extract<Authority, { kind: "branch" }>): string {
     const n = this.#free.shift();
@@ -138,12 +182,28 @@ export class Server implements BranchSockets {
     Deno.mkdirSync(`${this.#home}/${BRANCH_SOCKETS_DIR}`, { recursive: true, mode: 0o700 });
     const path = branchSocketPath(this.#home, n);
     this.#listen(path, authority);
-    this.#slotOf.set(path, n);
+    this.#slotOf.set(path, { kind: "branch", n });
     this.#authOf.set(path, authority);
     return path;
   }
 
-  /** Closes a branch socket: its authority ends with the branch. */
+  /**
+   * A Kit attempt's capability socket; its connections carry that job's
+   * authority. Mode 0666: the job's user is the image's, and the socket is
+   * reachable only through the 0700 control dir or the container's bind.
+   */
+  openJob(authority: Extract<Authority, { kind: "job" }>): string {
+    const n = this.#freeCaps.shift();
+    if (n === undefined) throw new RequestError(125, "no job capability socket slot is free");
+    Deno.mkdirSync(`${this.#home}/${CAP_SOCKETS_DIR}`, { recursive: true, mode: 0o700 });
+    const path = capSocketPath(this.#home, n);
+    this.#listen(path, authority, 0o666);
+    this.#slotOf.set(path, { kind: "job", n });
+    this.#authOf.set(path, authority);
+    return path;
+  }
+
+  /** Closes a branch or job socket: its authority ends with the branch or job. */
   close(path: string): void {
     const listener = this.#listeners.get(path);
     this.#listeners.delete(path);
@@ -161,9 +221,10 @@ export class Server implements BranchSockets {
     const auth = this.#authOf.get(path);
     this.#authOf.delete(path);
     for (const c of this.#conns) if (auth && c.authority === auth) c.close();
-    const n = this.#slotOf.get(path);
+    const slot = this.#slotOf.get(path);
     this.#slotOf.delete(path);
-    if (n !== undefined) this.#free.push(n);
+    if (slot?.kind === "branch") this.#free.push(slot.n);
+    if (slot?.kind === "job") this.#freeCaps.push(slot.n);
   }
 
   async #serve(conn: Conn): Promise<void> {
@@ -192,6 +253,11 @@ export class Server implements BranchSockets {
 
   async #dispatch(conn: Conn, frame: ClientFrame): Promise<void> {
     const splits = this.#splits!, hooks = this.#hooks!;
+    if (
+      conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join"
+    ) {
+      throw refuseInJob(frame.t);
+    }
     switch (frame.t) {
       case "split.create":
         return await splits.create(conn, frame);

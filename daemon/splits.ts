@@ -33,6 +33,8 @@ import type { Log } from "./log.ts";
 import { manifestOf } from "./manifest.ts";
 import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
+import { jobJsonBase, writeCapDir } from "./job_capability.ts";
+import { isReservedEnvName, type KitCap } from "../protocol/kit_launch.ts";
 
 /** Spec 000 §4 and §12 bounds. */
 export const MAX_BRANCHES = 16;
@@ -85,6 +87,8 @@ function forkPolicy(v: string | undefined): ForkPolicy {
 /** Opens and closes branch sockets; each connection on one carries that branch's authority. */
 export interface BranchSockets {
   open(authority: Extract<Authority, { kind: "branch" }>): string;
+  /** A Kit attempt's capability socket (`/run/marsh/cap.sock`). */
+  openJob(authority: Extract<Authority, { kind: "job" }>): string;
   close(path: string): void;
 }
 
@@ -98,6 +102,10 @@ export interface SplitDeps {
   readonly log: Log;
   readonly home: string;
   readonly settings: Settings;
+  /** The bundled in-job client, built on the first Kit launch. */
+  readonly jobClient: { ensure(): Promise<string> };
+  /** The host's Deno executable, bound at `/run/marsh/deno`. */
+  readonly deno: string;
   /**
    * Why argv branches cannot run in this daemon (the worker has no engine:
    * `DOCKER_HOST` could not be used), or absent when they can.
@@ -192,6 +200,11 @@ function outputSize(dir: string): number {
   return n;
 }
 
+/** Whether `p` is `dir` or below it (both absolute and clean). */
+function isWithinPath(p: string, dir: string): boolean {
+  return p === dir || p.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+}
+
 function exists(path: string): boolean {
   try {
     Deno.lstatSync(path);
@@ -211,7 +224,15 @@ function newId(): string {
 }
 
 function creatorOf(auth: Authority): Creator {
-  return auth.kind === "host" ? { kind: "host" } : { kind: "session", id: auth.session };
+  if (auth.kind === "host") return { kind: "host" };
+  if (auth.kind === "job") return { kind: "job", id: auth.job };
+  return { kind: "session", id: auth.session };
+}
+
+/** Spec 004 §13.6: a job or a split branch splits with argv branches only. */
+export function shellBranchRefusal(label: string): string {
+  return `${label}: shell branches (-b, split { }) run only from the session shell; ` +
+    "from a job or a split branch use argv branches: ::: LABEL CMD [ARG...]";
 }
 
 function sameCreator(a: Creator, b: Creator): boolean {
@@ -275,17 +296,20 @@ export class Splits {
       if (seen.has(b.label)) throw new RequestError(2, `duplicate label "${b.label}"`);
       seen.add(b.label);
     }
-    if (auth.kind === "branch") {
+    if (auth.kind === "branch" || auth.kind === "job") {
+      const shell = req.branches.find((b) => b.kind === "shell");
+      if (shell) throw new RequestError(2, shellBranchRefusal(shell.label));
       const parent = this.#d.journal.getSplit(auth.split);
       if ((parent?.depth ?? 1) + 1 > MAX_DEPTH) {
         throw new RequestError(2, `depth limit ${MAX_DEPTH} reached`);
       }
-      if (req.branches.some((b) => b.kind === "shell")) {
-        throw new RequestError(
-          2,
-          "a split created inside a branch takes argv branches only (::: LABEL CMD ...)",
-        );
-      }
+    }
+    if (auth.kind === "job" && !isWithinPath(req.cwd, auth.fork)) {
+      // The job's view is its fork: a split of anything else is not its to make.
+      throw new RequestError(
+        2,
+        `a job splits its own fork: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
+      );
     }
     const unknown = checkArgvBranches(req.branches, this.#d.journal);
     if (unknown !== null) throw new RequestError(2, unknown);
@@ -315,22 +339,31 @@ export class Splits {
     if (this.#stopping) throw new RequestError(2, "the daemon is stopping");
     this.#validate(req, conn.authority);
     const kits = this.#resolveKits(req);
+    // A branch's or a job's split is taken of its own fork (spec 000 §2, ChildFromParent).
+    const source = conn.authority.kind === "host"
+      ? null
+      : { split: conn.authority.split, label: conn.authority.label };
     let located: LocatedReply;
     try {
-      located = await splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd: req.cwd });
+      located = await splitfs.request<LocatedReply>({
+        v: 1,
+        t: "locate",
+        cwd: req.cwd,
+        ...(source ? { parent: source } : {}),
+      });
     } catch (error) {
       throw new RequestError(2, error instanceof SplitfsError ? error.message : String(error));
     }
     const id = newId();
     const auth = conn.authority;
     const session = auth.kind === "host" ? "host" : auth.session;
-    const parentSplit = auth.kind === "branch" ? journal.getSplit(auth.split) : null;
+    const parentSplit = auth.kind !== "host" ? journal.getSplit(auth.split) : null;
     const now = Date.now();
     const split: SplitRecord = {
       id,
       creator: creatorOf(auth),
       session,
-      parent: auth.kind === "branch" ? { split: auth.split, label: auth.label } : null,
+      parent: auth.kind !== "host" ? { split: auth.split, label: auth.label } : null,
       depth: parentSplit ? parentSplit.depth + 1 : 1,
       root: located.root,
       dir: `${located.root}/.marsh/split/${id}`,
@@ -352,7 +385,11 @@ export class Splits {
       id: split.cap,
       split: id,
       label: null,
-      holder: auth.kind === "host" ? "host" : `session:${auth.session}`,
+      holder: auth.kind === "host"
+        ? "host"
+        : auth.kind === "job"
+        ? `job:${auth.job}`
+        : `session:${auth.session}`,
       state: "live",
       createdMs: now,
       revokedMs: null,
@@ -436,6 +473,7 @@ export class Splits {
           // A fork mounted in the service's own namespace is invisible to the
           // engine: a split with argv branches takes copies there.
           forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : this.#d.settings.forks,
+          ...(source ? { parent: source } : {}),
         },
         undefined,
         (p) => {
@@ -743,7 +781,7 @@ export class Splits {
     callerEnv: Readonly<Record<string, string>>,
     spool: string | null,
   ): Promise<void> {
-    const { journal, worker, home, log, settings } = this.#d;
+    const { journal, worker, home, log, settings, sockets, pool } = this.#d;
     const label = b.spec.label;
     const kit = b.kit!;
     const jobId = b.jobId!;
@@ -773,7 +811,43 @@ export class Splits {
     Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
     b.attempt = attempt;
     b.dir = dir;
-    // A daemon record, revoked at the job's end; /run/marsh/cap.sock comes later (capDir null).
+    const env: Record<string, string> = {};
+    for (const name of kit.env) {
+      const value = callerEnv[name];
+      if (value !== undefined) env[name] = value;
+    }
+    // The job's capability (spec 004 §4): its socket and its /run/marsh. A
+    // failed setup fails the attempt; a job never runs without one.
+    let cap: KitCap;
+    try {
+      const client = await this.#d.jobClient.ensure();
+      const base = jobJsonBase(
+        jobId,
+        kit.name,
+        journal.listKits().map((k) => k.name),
+        Object.keys(env).filter((name) => !isReservedEnvName(name)),
+      );
+      writeCapDir(`${dir}/run`, base);
+      b.socket = sockets.openJob({
+        kind: "job",
+        job: jobId,
+        attempt,
+        split: live.id,
+        label,
+        session: live.session,
+        fork: b.fork,
+      });
+      cap = { dir: `${dir}/run`, socket: b.socket, deno: this.#d.deno, client, job: base };
+    } catch (error) {
+      if (b.socket) sockets.close(b.socket);
+      b.socket = null;
+      if (b.slot) pool.release(live.session, `${live.id}/${label}`);
+      b.slot = false;
+      log.info(`split ${live.id}/${label}: /run/marsh not set up: ${error}`);
+      const why = error instanceof Error ? error.message : String(error);
+      return this.#endUnlaunched(live, b, "failed", `failed: /run/marsh not set up: ${why}`);
+    }
+    // A daemon record, revoked at the job's end (its socket closes with it).
     journal.createCapability({
       id: `${live.id}/${label}`,
       split: live.id,
@@ -792,11 +866,6 @@ export class Splits {
     journal.updateJob(jobId, { state: "running", cleanup: "live", attempt, startedMs: now });
     b.launched = true;
     const git = journal.getSplit(live.id)?.git ?? null;
-    const env: Record<string, string> = {};
-    for (const name of kit.env) {
-      const value = callerEnv[name];
-      if (value !== undefined) env[name] = value;
-    }
     const argv = (b.spec as { argv: readonly string[] }).argv;
     await worker.kitLaunch(
       {
@@ -824,7 +893,7 @@ export class Splits {
         stdout: `${dir}/stdout`,
         stderr: `${dir}/stderr`,
         outputLimit: OUTPUT_LIMIT,
-        capDir: null,
+        cap,
       },
       settings.graceMs,
       {
@@ -859,6 +928,28 @@ export class Splits {
   }
 
   /**
+   * A branch's (or its job's) end: its socket closes, its capability is
+   * revoked, and every split it created that still runs is cancelled
+   * (spec 000 §4: LiveUnderLive, CancelPropagates).
+   */
+  #revoke(live: LiveSplit, b: LiveBranch): void {
+    const { journal, sockets } = this.#d;
+    const label = b.spec.label;
+    if (b.socket) sockets.close(b.socket);
+    b.socket = null;
+    journal.revokeCapability(`${live.id}/${label}`);
+    for (const child of this.#live.values()) {
+      if (child === live || child.cancelReason !== null) continue;
+      const rec = journal.getSplit(child.id);
+      if (rec?.state !== "run" || rec.parent?.split !== live.id || rec.parent.label !== label) {
+        continue;
+      }
+      const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
+      this.cancel(child.id, `its creator (${by}, ${live.id}/${label}) ended`);
+    }
+  }
+
+  /**
    * A Kit attempt ended without running to an exit, and nothing of it is
    * left (protocol/worker.ts): the branch failed (or was cancelled before
    * its container started) and its slot frees.
@@ -868,7 +959,7 @@ export class Splits {
     const label = b.spec.label;
     log.info(`split ${live.id}/${label}: kit ${b.kit?.name}: ${message}`);
     b.confirmed = true;
-    journal.revokeCapability(`${live.id}/${label}`);
+    this.#revoke(live, b);
     const cancelled = live.cancelReason !== null;
     const state = cancelled ? "cancelled" : "failed";
     const status = cancelled ? "cancelled" : `failed: ${message}`;
@@ -913,7 +1004,7 @@ export class Splits {
     const kit = b.kit!.name;
     const status = `failed: ${message}; its slot is held until: marsh workers reset ${kit}`;
     log.info(`split ${live.id}/${label}: job ${b.jobId}: ${status}`);
-    journal.revokeCapability(`${live.id}/${label}`);
+    this.#revoke(live, b);
     const now = Date.now();
     journal.transitionBranch(live.id, label, ["running"], "uncertain", {
       trust: "untrusted",
@@ -939,11 +1030,10 @@ export class Splits {
    * branch is uncertain, its fork untrusted, its slot held until reset.
    */
   #attemptLost(live: LiveSplit, b: LiveBranch, message: string): void {
-    const { journal, log, sockets, pool } = this.#d;
+    const { journal, log, pool } = this.#d;
     const label = b.spec.label;
     log.info(`split ${live.id}/${label}: worker: ${message}`);
-    if (b.socket) sockets.close(b.socket);
-    journal.revokeCapability(`${live.id}/${label}`);
+    this.#revoke(live, b);
     if (b.running) {
       journal.transitionBranch(live.id, label, ["running"], "uncertain", {
         trust: "untrusted",
@@ -964,11 +1054,10 @@ export class Splits {
   }
 
   async #settled(live: LiveSplit, b: LiveBranch, dir: string): Promise<void> {
-    const { journal, splitfs, pool, sockets } = this.#d;
+    const { journal, splitfs, pool } = this.#d;
     const label = b.spec.label;
     b.confirmed = true;
-    if (b.socket) sockets.close(b.socket);
-    journal.revokeCapability(`${live.id}/${label}`);
+    this.#revoke(live, b);
     const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
     b.outputBytes = outputSize(dir);
     b.outputFinal = true;

@@ -45,6 +45,19 @@ export function controlDirPath(env: { get(name: string): string | undefined } = 
   return `${home}/.local/state/marsh`;
 }
 
+/**
+ * Job capability sockets (`/run/marsh/cap.sock` of each Kit attempt) are
+ * pre-named slots too, in their own dir: a container binds its slot's socket
+ * file, so a slot is reused only after its container is verified deleted.
+ */
+export const CAP_SOCKETS_DIR = "c";
+export const CAP_SOCKET_SLOTS = 16;
+
+/** The path of capability socket slot `n`. */
+export function capSocketPath(home: string, n: number): string {
+  return `${home}/${CAP_SOCKETS_DIR}/${String(n).padStart(2, "0")}.sock`;
+}
+
 /** The path of branch socket slot `n`. */
 export function branchSocketPath(home: string, n: number): string {
   return `${home}/${BRANCH_SOCKETS_DIR}/${String(n).padStart(2, "0")}.sock`;

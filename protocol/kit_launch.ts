@@ -7,6 +7,7 @@
  * @module
  */
 
+import { CAP_SOCKET, type JobJson, LINK_NAME } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./worker.ts";
 
 /** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
@@ -29,12 +30,16 @@ export const MAX_ID_BYTES = 256;
 export const KIT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 /** A variable name the kit may pass through. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
+/** Most names in a capability's `spawn` and `registered` lists. */
+export const MAX_LINK_NAMES = 4096;
+/** A `job.json` env digest: HMAC-SHA256 hex, or `""` (set by Docker, never forwarded). */
+export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
 /** Docker network names (`none`, `bridge`, or a user-defined network). */
 export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
  * Names a kit's `env` list never passes from the caller: the ones the worker
- * sets (`HOME`, `MARSH_JOB`; later `MARSH_ENTRY`), the image's own `PATH`
+ * sets (`HOME`, `MARSH_JOB`, `MARSH_ENTRY`), the image's own `PATH`
  * (spec 004 §4 puts `/run/marsh/bin` in front of it), and marsh's and the
  * engine's variables (`MARSH_*`, `DOCKER_*`, as the registry refuses them).
  */
@@ -94,8 +99,26 @@ export interface KitLaunch {
   readonly stderr: string;
   /** Bytes of stdout and stderr together that are kept; more stops the container. */
   readonly outputLimit: number;
-  /** Host dir bound read-only at `/run/marsh` (the capability dir); `null` = none. */
-  readonly capDir: string | null;
+  /** The job capability bound at `/run/marsh` (spec 004 §4); `null` = none. */
+  readonly cap: KitCap | null;
+}
+
+/**
+ * What the worker binds at `/run/marsh` for one attempt
+ * (`protocol/job_capability.ts`). None of it may lie in the fork, the admin
+ * dir or the kit home: what the container can write must not reach it.
+ */
+export interface KitCap {
+  /** Host cap dir made by the daemon (bin/, link, context.md, and empty placeholder files cap.sock, deno, marsh.js); bound read-only at /run/marsh. */
+  readonly dir: string;
+  /** Host path of the attempt's Unix socket (the daemon listens on it), bound over /run/marsh/cap.sock. */
+  readonly socket: string;
+  /** Host Deno executable, bound read-only at /run/marsh/deno. */
+  readonly deno: string;
+  /** Host bundled in-job client, bound read-only at /run/marsh/marsh.js. */
+  readonly client: string;
+  /** job.json without `path`: the worker adds `path` (jobPath of the image's PATH) and writes `<dir>/job.json`. */
+  readonly job: Omit<JobJson, "path">;
 }
 
 /** A value that is not a valid {@linkcode KitLaunch}. */
@@ -193,23 +216,112 @@ function parseKit(v: unknown): KitSpec {
   };
 }
 
-function parseEnv(v: unknown): Record<string, string> {
-  if (!isObject(v)) fail("env must be an object");
+function parseEnv(v: unknown, what = "env"): Record<string, string> {
+  if (!isObject(v)) fail(`${what} must be an object`);
   const out: Record<string, string> = {};
   let entries = 0, total = 0;
   for (const [name, value] of Object.entries(v)) {
-    if (++entries > MAX_ENV_ENTRIES) fail(`env has more than ${MAX_ENV_ENTRIES} entries`);
+    if (++entries > MAX_ENV_ENTRIES) fail(`${what} has more than ${MAX_ENV_ENTRIES} entries`);
     if (name === "" || name.includes("=") || name.includes("\0")) {
-      fail(`env name ${JSON.stringify(name)} is not a variable name`);
+      fail(`${what} name ${JSON.stringify(name)} is not a variable name`);
     }
     if (typeof value !== "string" || value.includes("\0")) {
-      fail(`env value of ${name} must be a string without NUL`);
+      fail(`${what} value of ${name} must be a string without NUL`);
     }
     total += bytes(name) + bytes(value) + 2;
-    if (total > MAX_ENV_BYTES) fail(`env is larger than ${MAX_ENV_BYTES} bytes`);
+    if (total > MAX_ENV_BYTES) fail(`${what} is larger than ${MAX_ENV_BYTES} bytes`);
     out[name] = value;
   }
   return out;
+}
+
+function nameList(v: unknown, what: string): string[] {
+  const names = stringList(v, what, MAX_LINK_NAMES, MAX_LINK_NAMES * 64);
+  for (const n of names) {
+    if (!LINK_NAME.test(n)) {
+      fail(`${what} name ${JSON.stringify(n)} must match ${LINK_NAME.source}`);
+    }
+  }
+  if (new Set(names).size !== names.length) fail(`${what} names a command twice`);
+  return names;
+}
+
+const LIMITS = ["pool", "depth", "same_kit", "fan_out", "total"] as const;
+
+function parseJob(v: unknown): Omit<JobJson, "path"> {
+  if (!isObject(v)) fail("cap.job must be an object");
+  if (v.version !== 1) fail("cap.job.version must be 1");
+  if ("path" in v) fail("cap.job.path is the worker's to set");
+  const job = str(v, "job", MAX_ID_BYTES, "cap.job.");
+  const name = str(v, "name", 63, "cap.job.");
+  if (!LINK_NAME.test(name)) fail(`cap.job.name must match ${LINK_NAME.source}`);
+  const spawn = nameList(v.spawn, "cap.job.spawn");
+  const registered = nameList(v.registered, "cap.job.registered");
+  if (v.socket !== CAP_SOCKET) fail(`cap.job.socket must be ${CAP_SOCKET}`);
+  if (!isObject(v.limits)) fail("cap.job.limits must be an object");
+  const limits: Record<(typeof LIMITS)[number], number> = {
+    pool: 0,
+    depth: 0,
+    same_kit: 0,
+    fan_out: 0,
+    total: 0,
+  };
+  for (const key of LIMITS) {
+    const n = v.limits[key];
+    if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
+      fail(`cap.job.limits.${key} must be a non-negative integer`);
+    }
+    limits[key] = n;
+  }
+  const env = parseEnv(v.env, "cap.job.env");
+  for (const [n, digest] of Object.entries(env)) {
+    if (!ENV_DIGEST.test(digest)) {
+      fail(`cap.job.env value of ${n} must be a SHA-256 hex digest or ""`);
+    }
+  }
+  const forwarded = stringList(v.forwarded, "cap.job.forwarded", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
+  for (const n of forwarded) {
+    if (!ENV_NAME.test(n)) {
+      fail(`cap.job.forwarded name ${JSON.stringify(n)} is not a variable name`);
+    }
+  }
+  return {
+    version: 1,
+    job,
+    name,
+    spawn,
+    registered,
+    socket: CAP_SOCKET,
+    limits,
+    env,
+    forwarded,
+  };
+}
+
+function parseCap(
+  v: unknown,
+  launch: { job: string; kit: KitSpec; fork: string; admin: string | null },
+): KitCap | null {
+  if (v === null) return null;
+  if (!isObject(v)) fail("cap must be null or an object");
+  const cap = {
+    dir: path(v, "dir", "cap."),
+    socket: path(v, "socket", "cap."),
+    deno: path(v, "deno", "cap."),
+    client: path(v, "client", "cap."),
+  };
+  const writable = [launch.fork, launch.kit.home, ...(launch.admin === null ? [] : [launch.admin])];
+  for (const [key, p] of Object.entries(cap)) {
+    if (p === "/") fail(`cap.${key} may not be /`);
+    const inside = writable.find((w) => isWithin(p, w) || isWithin(w, p));
+    if (inside !== undefined) fail(`cap.${key} may not overlap ${inside}`);
+  }
+  const job = parseJob(v.job);
+  if (job.job !== launch.job) fail(`cap.job.job must be the launch's job ${launch.job}`);
+  if (job.name !== launch.kit.name) {
+    fail(`cap.job.name must be the kit name ${JSON.stringify(launch.kit.name)}`);
+  }
+  return { ...cap, job };
 }
 
 /** Whether `inner` is `outer` or lies beneath it (both clean absolute paths). */
@@ -256,8 +368,9 @@ export function parseKitLaunch(x: unknown): KitLaunch {
   ) {
     fail(`outputLimit must be an integer from 0 to ${MAX_OUTPUT_LIMIT}`);
   }
+  const job = str(x, "job", MAX_ID_BYTES);
   return {
-    job: str(x, "job", MAX_ID_BYTES),
+    job,
     attempt,
     split: str(x, "split", MAX_ID_BYTES),
     label: str(x, "label", MAX_ID_BYTES),
@@ -272,6 +385,6 @@ export function parseKitLaunch(x: unknown): KitLaunch {
     stdout: path(x, "stdout"),
     stderr: path(x, "stderr"),
     outputLimit: limit,
-    capDir: optPath(x, "capDir"),
+    cap: parseCap(x.cap, { job, kit, fork, admin }),
   };
 }

@@ -1,10 +1,13 @@
 import assert from "node:assert/strict";
+import { CAP_SOCKET } from "./job_capability.ts";
 import {
   isCleanAbsolute,
   isReservedEnvName,
   isWithin,
+  type KitCap,
   type KitLaunch,
   KitLaunchProtocolError,
+  MAX_LINK_NAMES,
   parseKitLaunch,
 } from "./kit_launch.ts";
 
@@ -33,7 +36,27 @@ function valid(): KitLaunch {
     stdout: "/state/marsh/attempts/x/stdout",
     stderr: "/state/marsh/attempts/x/stderr",
     outputLimit: 16 * 1024 * 1024,
-    capDir: null,
+    cap: null,
+  };
+}
+
+function validCap(): KitCap {
+  return {
+    dir: "/state/marsh/attempts/x/cap",
+    socket: "/state/marsh/sockets/x.sock",
+    deno: "/opt/deno/bin/deno",
+    client: "/state/marsh/job/marsh.js",
+    job: {
+      version: 1,
+      job: "job-1",
+      name: "claude",
+      spawn: ["claude", "codex"],
+      registered: ["claude", "codex", "fixture"],
+      socket: CAP_SOCKET,
+      limits: { pool: 4, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
+      env: { LANG: "a".repeat(64), HOSTNAME: "" },
+      forwarded: ["LANG"],
+    },
   };
 }
 
@@ -77,7 +100,8 @@ Deno.test({ name: "parseKitLaunch: refuses what is not a launch", permissions: "
   refused({ outputLimit: 1.5 }, /outputLimit must be an integer/);
   refused({ env: { "A=B": "x" } }, /not a variable name/);
   refused({ env: { A: 1 } }, /string without NUL/);
-  refused({ capDir: "run/marsh" }, /capDir must be an absolute path/);
+  refused({ cap: undefined }, /cap must be null or an object/);
+  refused({ cap: "/run/marsh" }, /cap must be null or an object/);
   const kit = valid().kit;
   refused({ kit: { ...kit, name: "Claude" } }, /kit.name must match/);
   refused({ kit: { ...kit, network: "a b" } }, /kit.network must match/);
@@ -88,6 +112,89 @@ Deno.test({ name: "parseKitLaunch: refuses what is not a launch", permissions: "
   refused({ kit: { ...kit, entrypoint: "claude" } }, /kit.entrypoint must be an array/);
   refused({ kit: { ...kit, image: "" } }, /kit.image must be a non-empty string/);
 });
+
+Deno.test({ name: "parseKitLaunch: a job capability round-trips", permissions: "none" }, () => {
+  const l = { ...valid(), cap: validCap() };
+  assert.deepEqual(parseKitLaunch(JSON.parse(JSON.stringify(l))), l);
+  // Unknown keys of job are not carried into job.json.
+  const extra = { ...l, cap: { ...l.cap, job: { ...l.cap.job, extra: 1 } } };
+  assert.deepEqual(parseKitLaunch(extra), l);
+  const empty = {
+    ...l,
+    cap: {
+      ...l.cap,
+      job: {
+        ...l.cap.job,
+        spawn: [],
+        registered: Array.from({ length: MAX_LINK_NAMES }, (_, i) => `k${i}`),
+        limits: { pool: 0, depth: 0, same_kit: 0, fan_out: 0, total: 0 },
+        env: {},
+        forwarded: [],
+      },
+    },
+  };
+  assert.deepEqual(parseKitLaunch(empty), empty);
+});
+
+Deno.test(
+  { name: "parseKitLaunch: refuses a malformed job capability", permissions: "none" },
+  () => {
+    const cap = validCap();
+    const job = cap.job;
+    const bad = (patch: Record<string, unknown>, pattern: RegExp) =>
+      refused({ cap: { ...cap, ...patch } }, pattern);
+    const badJob = (patch: Record<string, unknown>, pattern: RegExp) =>
+      bad({ job: { ...job, ...patch } }, pattern);
+    for (const key of ["dir", "socket", "deno", "client"]) {
+      bad({ [key]: "relative" }, new RegExp(`cap\\.${key} must be an absolute path`));
+      bad({ [key]: "/a/../b" }, new RegExp(`cap\\.${key} must be an absolute path without`));
+      bad({ [key]: undefined }, new RegExp(`cap\\.${key} must be an absolute path`));
+      bad({ [key]: "/" }, new RegExp(`cap\\.${key} may not be /`));
+    }
+    // What the container can write must not reach the capability.
+    bad({ dir: "/p/.marsh/split/s1/a/cap" }, /cap.dir may not overlap \/p\/.marsh\/split\/s1\/a$/);
+    bad({ dir: "/p/.marsh/split/s1" }, /cap.dir may not overlap/);
+    bad({ socket: "/p/.marsh/split/s1/.admin/a/s" }, /cap.socket may not overlap/);
+    bad({ client: "/state/marsh/kits/claude/home/m.js" }, /cap.client may not overlap/);
+    bad({ deno: "/p/.marsh/split/s1/a" }, /cap.deno may not overlap/);
+    bad({ job: null }, /cap.job must be an object/);
+    bad({ job: [] }, /cap.job must be an object/);
+    badJob({ version: 2 }, /cap.job.version must be 1/);
+    badJob({ version: "1" }, /cap.job.version must be 1/);
+    badJob({ path: "/run/marsh/bin:/bin" }, /cap.job.path is the worker's to set/);
+    badJob({ job: "" }, /cap.job.job must be a non-empty string/);
+    badJob({ job: "job-2" }, /cap.job.job must be the launch's job job-1/);
+    badJob({ name: "Claude" }, /cap.job.name must match/);
+    badJob({ name: "codex" }, /cap.job.name must be the kit name "claude"/);
+    badJob({ spawn: "claude" }, /cap.job.spawn must be an array/);
+    badJob({ spawn: ["claude", 1] }, /cap.job.spawn must hold strings/);
+    badJob({ spawn: ["bash;"] }, /cap.job.spawn name "bash;" must match/);
+    badJob({ spawn: ["codex", "codex"] }, /cap.job.spawn names a command twice/);
+    badJob({ registered: ["../x"] }, /cap.job.registered name/);
+    badJob(
+      { registered: Array.from({ length: MAX_LINK_NAMES + 1 }, (_, i) => `k${i}`) },
+      /cap.job.registered has more than 4096 entries/,
+    );
+    badJob({ socket: "/run/marsh/other.sock" }, /cap.job.socket must be \/run\/marsh\/cap.sock/);
+    badJob({ socket: undefined }, /cap.job.socket must be/);
+    badJob({ limits: null }, /cap.job.limits must be an object/);
+    for (const key of ["pool", "depth", "same_kit", "fan_out", "total"]) {
+      for (const v of [-1, 1.5, "3", undefined, 2 ** 53]) {
+        badJob(
+          { limits: { ...job.limits, [key]: v } },
+          new RegExp(`cap\\.job\\.limits\\.${key} must be a non-negative integer`),
+        );
+      }
+    }
+    badJob({ env: [] }, /cap.job.env must be an object/);
+    badJob({ env: { "A=B": "" } }, /cap.job.env name "A=B" is not a variable name/);
+    badJob({ env: { A: 1 } }, /cap.job.env value of A must be a string/);
+    badJob({ env: { A: "secret" } }, /cap.job.env value of A must be a SHA-256 hex digest/);
+    badJob({ env: { A: "A".repeat(64) } }, /SHA-256 hex digest/);
+    badJob({ forwarded: "LANG" }, /cap.job.forwarded must be an array/);
+    badJob({ forwarded: ["1X"] }, /cap.job.forwarded name "1X" is not a variable name/);
+  },
+);
 
 Deno.test({ name: "kit launch path and env rules", permissions: "none" }, () => {
   assert.ok(isCleanAbsolute("/"));

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { CAP_SOCKET_SLOTS, capSocketPath } from "./control_dir.ts";
+
 /** Where glibc may be; the split-filesystem service may `dlopen` these and nothing else. */
 export const LIBC_PATHS = [
   "/lib/x86_64-linux-gnu/libc.so.6",
@@ -61,7 +63,7 @@ export function cliFlags(home: string, branchSocket?: string): string[] {
 
 /**
  * The daemon: the control dir (journal, sockets, spool, attempt files, log),
- * its own socket and the branch socket slots, the pinned Deno to start its
+ * its own socket, the branch and job capability socket slots, the pinned Deno to start its
  * two services, and `unshare` (from `PATH`; Deno resolves it at start, and
  * one missing leaves nothing granted) to start the split-filesystem service
  * in a user and mount namespace when the daemon is not root. No FFI, no
@@ -70,6 +72,7 @@ export function cliFlags(home: string, branchSocket?: string): string[] {
 export function daemonFlags(home: string, deno: string, slots: number): string[] {
   const sockets = [`unix:${home}/marshd.sock`];
   for (let n = 0; n < slots; n++) sockets.push(`unix:${home}/b/${String(n).padStart(2, "0")}.sock`);
+  for (let n = 0; n < CAP_SOCKET_SLOTS; n++) sockets.push(`unix:${capSocketPath(home, n)}`);
   return [
     "--quiet",
     "--no-prompt",

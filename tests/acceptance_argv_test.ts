@@ -14,85 +14,15 @@
  */
 
 import assert from "node:assert/strict";
-import type { Manifest } from "../protocol/manifest.ts";
 import {
   exists,
   finish,
   handleId,
   PERMISSIONS as permissions,
-  Sandbox,
   show,
   waitFor,
 } from "./_acceptance.ts";
-import { ensureEngine, fixtureKit, listContainers, removeContainers } from "./_engine.ts";
-
-interface JobJson {
-  id: string;
-  kit: string;
-  split: string;
-  label: string;
-  state: string;
-  status: string | null;
-  code: number | null;
-  container: string | null;
-  cleanup: string;
-  args: string[];
-  created_unix_ms: number;
-  started_unix_ms: number | null;
-  finished_unix_ms: number | null;
-}
-
-/** A sandbox whose CLI and daemon use the test engine, with Kit `fixture` registered. */
-class World implements AsyncDisposable {
-  readonly splits: string[] = [];
-  private constructor(readonly sb: Sandbox, readonly socket: string, readonly ref: string) {}
-
-  static async create(files?: Record<string, string>): Promise<World> {
-    const socket = await ensureEngine();
-    const { ref } = await fixtureKit(socket);
-    const sb = await Sandbox.create({
-      env: { DOCKER_HOST: `unix://${socket}` },
-      ...(files ? { files } : {}),
-    });
-    const w = new World(sb, socket, ref);
-    // `env` runs CMD's arguments: `fixture sh -c …` runs `sh -c …` in the image.
-    const add = await sb.marsh(["kits", "add", "fixture", "--image", ref, "--entrypoint", "env"]);
-    assert.equal(add.code, 0, show(add));
-    return w;
-  }
-
-  /** `marsh split ARGS` to its end; remembers the split for the teardown. */
-  async split(args: string[], opts: { cwd?: string; stdin?: string } = {}) {
-    const r = await this.sb.marsh(["split", ...args], opts);
-    const m = /"id":"([a-z0-9]+)"/.exec(r.stdout);
-    if (m) this.splits.push(m[1]!);
-    return r;
-  }
-
-  async manifest(id: string): Promise<Manifest> {
-    const s = await this.sb.split(id);
-    assert.ok(s, `split ${id}`);
-    return s;
-  }
-
-  async jobs(): Promise<JobJson[]> {
-    const r = await this.sb.marsh(["jobs", "--json"]);
-    assert.equal(r.code, 0, show(r));
-    return (JSON.parse(r.stdout) as { jobs: JobJson[] }).jobs;
-  }
-
-  containersOf(id: string) {
-    return listContainers(this.socket, [`marsh.split=${id}`]);
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      await this.sb[Symbol.asyncDispose]();
-    } finally {
-      for (const id of this.splits) await removeContainers(this.socket, [`marsh.split=${id}`]);
-    }
-  }
-}
+import { World } from "./_kit_world.ts";
 
 Deno.test({
   name: "argv branches: patch and status through join, kit placement, job id, containers gone",

@@ -205,7 +205,10 @@ Deno.test({
     new RegExp(`split ${hostId} was not created by this caller; only its creator may join it`),
   );
   assert.match(r.stdout, /^split 2$/m);
-  assert.match(r.stdout, /a split created inside a branch takes argv branches only/);
+  assert.match(
+    r.stdout,
+    /: shell branches \(-b, split \{ \}\) run only from the session shell; from a job or a split branch use argv branches: ::: LABEL CMD \[ARG\.\.\.\]/,
+  );
   assert.match(r.stdout, /^argv 2$/m);
   // Argv branches are admitted from a branch, but only registered Kit commands.
   assert.match(

@@ -13,8 +13,13 @@
  *   absolute path as on the host;
  * - the mounts of `kit_mounts.ts` and nothing else of the project;
  * - `Env`: only the kit's `env` names the caller has, then
- *   `HOME=<the image user's home>` and `MARSH_JOB=<job>` (the image's own
- *   `Env`, `PATH` included, stays underneath);
+ *   `HOME=<the image user's home>` and `MARSH_JOB=<job>`, and with a job
+ *   capability `PATH=/run/marsh/bin:<the image's PATH>` and `MARSH_ENTRY=1`
+ *   (spec 004 §4); the image's own `Env` stays underneath;
+ * - with a job capability, `/run/marsh` (`kit_mounts.ts`), and in it the
+ *   `job.json` the worker writes before the container is made: the daemon's
+ *   part plus the starting `PATH`, which only the image config tells. A
+ *   launch whose `/run/marsh` cannot be set up fails; it never runs without one;
  * - the command: `argv[0]` is the kit name. A kit with an `entrypoint`
  *   gets it as the container's `ENTRYPOINT` and `argv[1..]` as `CMD`; a kit
  *   without one keeps the image's entrypoint and gets all of `argv` as `CMD`,
@@ -35,7 +40,8 @@
  *
  * Needs what `DockerApi` needs (`--allow-net=unix:<socket>`, read and write
  * on the socket, unscoped `--allow-env`), write access to the output files'
- * directory and read access to the spool (`kitWorkerFlags` in `kit_flags.ts`).
+ * directory and the capability dir (both under the control dir) and read
+ * access to the spool (`kitWorkerFlags` in `kit_flags.ts`).
  *
  * @module
  */
@@ -43,7 +49,19 @@
 import type { Readable, Writable } from "node:stream";
 import type { ContainerSummary, DockerApi } from "../engine/docker_api.ts";
 import { DockerApiError } from "../engine/docker_api.ts";
-import { isReservedEnvName, isWithin, type KitLaunch } from "../protocol/kit_launch.ts";
+import {
+  CAP_FILES,
+  ENTRY_ENV,
+  JOB_ENV,
+  type JobJson,
+  jobPath,
+} from "../protocol/job_capability.ts";
+import {
+  isReservedEnvName,
+  isWithin,
+  type KitCap,
+  type KitLaunch,
+} from "../protocol/kit_launch.ts";
 import { DEFAULT_GRACE_MS } from "../protocol/worker.ts";
 import { Demuxer } from "./kit_demux.ts";
 import { KitDocker, statusOf } from "./kit_docker.ts";
@@ -135,17 +153,80 @@ export function kitCommand(
     : { entrypoint: [...launch.kit.entrypoint], cmd: launch.argv.slice(1) };
 }
 
-/** The container's `Env`: the kit's names the caller has, then `HOME` and `MARSH_JOB`. */
-export function kitEnv(launch: KitLaunch, home: string): string[] {
+/**
+ * The image's `PATH`: the last `PATH=` of its config's `Env`, or `null`
+ * when it has none (or an empty one, which the engine's default then
+ * replaces rather than leaving the cwd on the search path).
+ */
+export function imagePath(env: readonly string[]): string | null {
+  const path = env.findLast((e) => e.startsWith("PATH="))?.slice(5);
+  return path === undefined || path === "" ? null : path;
+}
+
+/**
+ * The container's `Env`: the kit's names the caller has, then `HOME` and
+ * `MARSH_JOB`; with a job capability also the starting `PATH` (`jobPath` of
+ * `basePath`, the image's `PATH` as {@linkcode imagePath} reads it) and
+ * `MARSH_ENTRY=1`.
+ */
+export function kitEnv(launch: KitLaunch, home: string, basePath: string | null): string[] {
   const env: string[] = [];
   for (const name of new Set(launch.kit.env)) {
-    // HOME and MARSH_JOB are set below, PATH is the image's, MARSH_* and DOCKER_* never pass.
+    // HOME and MARSH_JOB are set below, PATH is the image's (or the job's
+    // from it), MARSH_* and DOCKER_* never pass.
     if (isReservedEnvName(name)) continue;
     const value = launch.env[name];
     if (value !== undefined) env.push(`${name}=${value}`);
   }
-  env.push(`HOME=${home}`, `MARSH_JOB=${launch.job}`);
+  env.push(`HOME=${home}`, `${JOB_ENV}=${launch.job}`);
+  if (launch.cap !== null) env.push(`PATH=${jobPath(basePath)}`, `${ENTRY_ENV}=1`);
   return env;
+}
+
+/** `/run/marsh/job.json` for `cap`: the daemon's part, with the starting `PATH` in spec order. */
+export function jobJson(cap: KitCap, basePath: string | null): JobJson {
+  const { version, job, name, spawn, registered, socket, limits, env, forwarded } = cap.job;
+  return {
+    version,
+    job,
+    name,
+    spawn,
+    registered,
+    socket,
+    path: jobPath(basePath),
+    limits,
+    env,
+    forwarded,
+  };
+}
+
+/**
+ * Writes `<cap.dir>/job.json`: created new (never over one that exists),
+ * mode 0644 whatever the umask, so any user of the image can read it.
+ *
+ * Needs write access to `cap.dir`.
+ *
+ * @throws {KitLaunchError} when it exists or cannot be written
+ */
+async function writeJobJson(
+  launch: KitLaunch,
+  cap: KitCap,
+  basePath: string | null,
+): Promise<void> {
+  const path = `${cap.dir}/${CAP_FILES.jobJson}`;
+  const bytes = new TextEncoder().encode(`${JSON.stringify(jobJson(cap, basePath))}\n`);
+  try {
+    using file = await Deno.open(path, { write: true, createNew: true, mode: 0o644 });
+    await writeAll(file, bytes);
+    await Deno.chmod(path, 0o644);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotCapable) throw error;
+    throw new KitLaunchError(
+      launch.attempt,
+      `cannot write the job capability's ${JSON.stringify(path)}: ${describe(error)}`,
+      { cause: error },
+    );
+  }
 }
 
 /** The labels of `launch`'s container. */
@@ -162,7 +243,7 @@ export function kitLabels(launch: KitLaunch): Record<string, string> {
 /** `Create` body without its mounts. */
 function containerBody(
   launch: KitLaunch,
-  imageId: string,
+  image: { readonly id: string; readonly path: string | null },
   home: string,
   graceMs: number,
 ): Record<string, unknown> {
@@ -170,10 +251,10 @@ function containerBody(
   const stdin = launch.stdin !== null;
   return {
     name: `${CONTAINER_PREFIX}${launch.attempt}`,
-    Image: imageId,
+    Image: image.id,
     ...(entrypoint === null ? {} : { Entrypoint: entrypoint }),
     Cmd: cmd,
-    Env: kitEnv(launch, home),
+    Env: kitEnv(launch, home, image.path),
     Labels: kitLabels(launch),
     WorkingDir: launch.cwd,
     Tty: false,
@@ -610,12 +691,13 @@ async function openFiles(
  *
  * Needs `--allow-net=unix:<socket>`, read and write on the socket,
  * unscoped `--allow-env`, write access to the output files' directory and
- * read access to the spool.
+ * the capability dir, and read access to the spool.
  *
  * @throws {ContainerNotRemovedError} when a container of the attempt may
  *   still exist: the caller keeps the slot held
  * @throws {KitLaunchError} when the launch cannot run as given (image,
- *   mounts, argv, files, or the engine refused to start it); no container is left
+ *   mounts, argv, files, the capability's `job.json`, or the engine refused
+ *   to start it); no container is left
  * @throws {EngineUnreachableError | DockerApiError} when the engine failed
  *   mid-run; the container was removed (verified)
  * @throws the signal's reason when it was aborted before a container was made
@@ -643,10 +725,12 @@ export async function runKitContainer(
   }
   const home = guestHome(launch.attempt, launch.kit.image, image);
   const planned = planMounts(launch, home);
-  const body = containerBody(launch, image.id, home, graceMs);
+  const path = imagePath(image.env);
+  const body = containerBody(launch, { id: image.id, path }, home, graceMs);
   const files = await openFiles(launch);
   try {
     signal.throwIfAborted();
+    if (launch.cap !== null) await writeJobJson(launch, launch.cap, path);
     const { id, mounts } = await create(api, docker, launch, body, planned, removeTimeoutMs);
     let outcome: Outcome | null = null;
     let failure: unknown = null;

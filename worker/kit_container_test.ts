@@ -22,8 +22,16 @@ import {
   text,
 } from "../splitfs/_testing.ts";
 import { type ForkInfo, SplitWorkspace } from "../splitfs/workspace.ts";
-import type { KitLaunch, KitSpec } from "../protocol/kit_launch.ts";
-import { kitCommand, kitEnv, kitLabels } from "./kit_container.ts";
+import {
+  CAP_FILES,
+  CAP_SOCKET,
+  type JobJson,
+  jobPath,
+  linkScript,
+  stubScript,
+} from "../protocol/job_capability.ts";
+import type { KitCap, KitLaunch, KitSpec } from "../protocol/kit_launch.ts";
+import { imagePath, jobJson, kitCommand, kitEnv, kitLabels } from "./kit_container.ts";
 import { kitWorkerFlags } from "./kit_flags.ts";
 import { denoPath } from "./_testing.ts";
 
@@ -172,7 +180,7 @@ async function setup(
         stdout: `${dir}/stdout`,
         stderr: `${dir}/stderr`,
         outputLimit: 16 * MiB,
-        capDir: null,
+        cap: null,
         ...rest,
       };
     },
@@ -639,6 +647,283 @@ Deno.test({
   assert.match(r.error!.message, /no Docker engine answers/);
 });
 
+// The job capability: /run/marsh in a real container.
+
+/**
+ * The in-job client stand-in (`marsh.js`): one request on `cap.sock`, the
+ * answer on stdout. The link runs it with `JOB_CLIENT_FLAGS`, so this also
+ * shows those grants reach the socket.
+ */
+const CLIENT_JS = `
+const conn = await Deno.connect({ transport: "unix", path: "${CAP_SOCKET}" });
+const line = JSON.stringify({ job: Deno.env.get("MARSH_JOB"), args: Deno.args }) + "\\n";
+await conn.write(new TextEncoder().encode(line));
+let got = "";
+const buf = new Uint8Array(4096);
+for (let n; (n = await conn.read(buf)) !== null;) got += new TextDecoder().decode(buf.subarray(0, n));
+console.log(got.trimEnd());
+`;
+
+/** A host listener on a Unix socket: answers `count` one-line requests with `pong LINE`, prints each. */
+const LISTENER_JS = `
+const [path, count] = Deno.args;
+const listener = Deno.listen({ transport: "unix", path });
+console.log("ready");
+const dec = new TextDecoder();
+for (let i = 0; i < Number(count); i++) {
+  const conn = await listener.accept();
+  let got = "";
+  const buf = new Uint8Array(4096);
+  while (!got.includes("\\n")) {
+    const n = await conn.read(buf);
+    if (n === null) break;
+    got += dec.decode(buf.subarray(0, n));
+  }
+  console.log(got.trimEnd());
+  await conn.write(new TextEncoder().encode("pong " + got));
+  conn.close();
+}
+listener.close();
+`;
+
+/** The listener as a child process: its own exact `unix:` grant, since the test runner has no net. */
+class Listener implements AsyncDisposable {
+  readonly #child: Deno.ChildProcess;
+  readonly #lines: AsyncIterator<string>;
+
+  private constructor(child: Deno.ChildProcess) {
+    this.#child = child;
+    this.#lines = (async function* () {
+      let buf = "";
+      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+        buf += chunk;
+        for (let i; (i = buf.indexOf("\n")) >= 0; buf = buf.slice(i + 1)) yield buf.slice(0, i);
+      }
+    })();
+  }
+
+  static async start(dir: string, path: string, count: number): Promise<Listener> {
+    const script = `${dir}/listener.js`;
+    Deno.writeTextFileSync(script, LISTENER_JS);
+    const child = new Deno.Command(denoPath(), {
+      args: [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        "--no-config",
+        `--allow-net=unix:${path}`,
+        `--allow-read=${path}`,
+        `--allow-write=${path}`,
+        script,
+        path,
+        String(count),
+      ],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const l = new Listener(child);
+    assert.equal(await l.line(), "ready");
+    return l;
+  }
+
+  /** The next line it printed. */
+  async line(): Promise<string> {
+    const r = await this.#lines.next();
+    if (r.done) throw new Error("the listener ended");
+    return r.value;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      this.#child.kill("SIGKILL");
+    } catch (error) {
+      // It exited by itself after its last request.
+      if (!(error instanceof TypeError)) throw error;
+    }
+    await this.#child.status;
+    await this.#lines.return?.();
+  }
+}
+
+/**
+ * A cap dir as the daemon makes it, under the attempt's dir (the worker
+ * may write only under the control dir): `bin/marsh`, `bin/fixture`,
+ * `link`, `context.md`, the three placeholders; the socket beside it.
+ */
+function makeCap(ctx: Ctx, launch: KitLaunch, opts: { placeholders?: string[] } = {}): KitCap {
+  const attemptDir = launch.stdout.slice(0, launch.stdout.lastIndexOf("/"));
+  const dir = `${attemptDir}/cap`;
+  Deno.mkdirSync(`${dir}/${CAP_FILES.bin}`, { recursive: true, mode: 0o755 });
+  Deno.chmodSync(dir, 0o755);
+  for (const name of ["marsh", "fixture"]) {
+    Deno.writeTextFileSync(`${dir}/${CAP_FILES.bin}/${name}`, stubScript(name), { mode: 0o755 });
+  }
+  Deno.writeTextFileSync(`${dir}/${CAP_FILES.link}`, linkScript("fixture"), { mode: 0o755 });
+  Deno.writeTextFileSync(`${dir}/${CAP_FILES.context}`, "# context\n", { mode: 0o644 });
+  for (const p of opts.placeholders ?? [CAP_FILES.socket, CAP_FILES.deno, CAP_FILES.client]) {
+    Deno.writeFileSync(`${dir}/${p}`, new Uint8Array(), { mode: 0o644 });
+  }
+  const client = `${attemptDir}/marsh.js`;
+  Deno.writeTextFileSync(client, CLIENT_JS, { mode: 0o644 });
+  return {
+    dir,
+    socket: `${attemptDir}/cap.sock`,
+    deno: Deno.execPath(),
+    client,
+    job: {
+      version: 1,
+      job: ctx.job,
+      name: "fixture",
+      spawn: ["fixture"],
+      registered: ["fixture"],
+      socket: CAP_SOCKET,
+      limits: { pool: 4, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
+      env: {},
+      forwarded: ["FOO"],
+    },
+  };
+}
+
+/** A launch of the fixture kit (`sh -c SCRIPT`) with a capability. */
+function capLaunch(ctx: Ctx, script: string): { launch: KitLaunch; cap: KitCap } {
+  const base = ctx.launch("a", ["fixture", script], {
+    kit: { name: "fixture", entrypoint: ["sh", "-c"], env: ["FOO"] },
+  });
+  const cap = makeCap(ctx, base);
+  return { launch: { ...base, cap }, cap };
+}
+
+Deno.test({
+  name:
+    "kit container: /run/marsh is bound read-only with job.json, PATH, MARSH_ENTRY, deno and a socket that answers",
+  permissions: perms,
+}, async () => {
+  await using ctx = await setup({ forks: "copy" });
+  const { launch, cap } = capLaunch(
+    ctx,
+    [
+      `touch /run/marsh/x 2>/dev/null && echo "cap writable" || echo "cap read-only"`,
+      `mkdir /run/marsh/bin/x 2>/dev/null && echo "bin writable" || echo "bin read-only"`,
+      `(echo junk >> /run/marsh/job.json) 2>/dev/null && echo "job.json writable" || echo "job.json read-only"`,
+      `rm -f /run/marsh/cap.sock 2>/dev/null && echo "socket removed" || echo "socket kept"`,
+      `(echo junk >> /run/marsh/marsh.js) 2>/dev/null && echo "client writable" || echo "client read-only"`,
+      `echo "PATH=$PATH"`,
+      `echo "MARSH_ENTRY=\${MARSH_ENTRY-unset}"`,
+      `echo "MARSH_JOB=\${MARSH_JOB-unset}"`,
+      "command -v marsh",
+      "/run/marsh/deno --version | head -n 1",
+      "cat /run/marsh/job.json",
+      "marsh hello world",
+    ].join("\n"),
+  );
+  await using listener = await Listener.start(ctx.sb.top, cap.socket, 1);
+  const r = await ctx.run(launch);
+  const exit = ok(r);
+  assert.equal(exit.code, 0, r.stderr);
+  const image = JSON.parse(await dockerCli(ctx.socket, ["image", "inspect", ctx.image]))[0];
+  const path = jobPath(imagePath(image.Config.Env));
+  assert.ok(path.startsWith("/run/marsh/bin:/"), path);
+  const lines = r.stdout.trimEnd().split("\n");
+  assert.deepEqual(lines.slice(0, 9), [
+    "cap read-only",
+    "bin read-only",
+    "job.json read-only",
+    "socket kept",
+    "client read-only",
+    `PATH=${path}`,
+    "MARSH_ENTRY=1",
+    `MARSH_JOB=${ctx.job}`,
+    "/run/marsh/bin/marsh",
+  ]);
+  assert.match(lines[9]!, new RegExp(`^deno ${Deno.version.deno.replaceAll(".", "\\.")} `));
+  // job.json: the daemon's part plus the starting PATH, as written on the host.
+  const inside: JobJson = JSON.parse(lines[10]!);
+  assert.equal(inside.job, ctx.job);
+  assert.equal(inside.path, path);
+  assert.ok(inside.path.startsWith("/run/marsh/bin:"));
+  assert.deepEqual(inside, { ...cap.job, path });
+  assert.deepEqual(Object.keys(inside), [
+    "version",
+    "job",
+    "name",
+    "spawn",
+    "registered",
+    "socket",
+    "path",
+    "limits",
+    "env",
+    "forwarded",
+  ]);
+  const onHost = `${cap.dir}/${CAP_FILES.jobJson}`;
+  assert.equal(Deno.statSync(onHost).mode! & 0o777, 0o644);
+  assert.deepEqual(JSON.parse(text(onHost)), inside);
+  // stub -> link -> /run/marsh/deno -> marsh.js -> cap.sock -> the host listener, and back.
+  const request = { job: ctx.job, args: ["--link=marsh", "hello", "world"] };
+  assert.equal(lines[11], `pong ${JSON.stringify(request)}`);
+  assert.equal(lines.length, 12, r.stdout);
+  assert.deepEqual(JSON.parse(await listener.line()), request);
+  assert.deepEqual(
+    exit.mounts.slice(-4).map((m: { source: string; target: string; readOnly: boolean }) => [
+      m.source,
+      m.target,
+      m.readOnly,
+    ]),
+    [
+      [cap.dir, "/run/marsh", true],
+      [cap.socket, "/run/marsh/cap.sock", true],
+      [cap.deno, "/run/marsh/deno", true],
+      [cap.client, "/run/marsh/marsh.js", true],
+    ],
+  );
+  // Nothing the container did reached the cap dir.
+  assert.deepEqual(
+    [...Deno.readDirSync(cap.dir)].map((e) => e.name).sort(),
+    ["bin", "cap.sock", "context.md", "deno", "job.json", "link", "marsh.js"],
+  );
+  assert.equal(Deno.statSync(`${cap.dir}/${CAP_FILES.socket}`).size, 0);
+  await noLeftovers(ctx);
+});
+
+Deno.test({
+  name: "kit container: a /run/marsh that cannot be set up fails the launch and leaves nothing",
+  permissions: perms,
+}, async () => {
+  await using ctx = await setup({ forks: "copy" });
+  // job.json is there already: never overwritten, no container.
+  const taken = capLaunch(ctx, "echo ran");
+  const jobJsonPath = `${taken.cap.dir}/${CAP_FILES.jobJson}`;
+  Deno.writeTextFileSync(jobJsonPath, "{}");
+  const r1 = await ctx.run(taken.launch);
+  assert.equal(r1.reply.error?.name, "KitLaunchError");
+  assert.match(r1.reply.error!.message, /cannot write the job capability's ".*\/job\.json": /);
+  assert.equal(text(jobJsonPath), "{}");
+  assert.equal(r1.stdout, "");
+  // No socket where the daemon said: the engine finds no source.
+  const noSocket = capLaunch(ctx, "echo ran");
+  const r2 = await ctx.run(noSocket.launch);
+  assert.equal(r2.reply.error?.name, "KitLaunchError");
+  assert.match(r2.reply.error!.message, /the capability socket .*cap\.sock does not exist/);
+  assert.equal(r2.stdout, "");
+  // A cap dir without its placeholders: the engine cannot bind over them in a read-only dir.
+  const base = ctx.launch("a", ["fixture", "echo ran"], {
+    kit: { name: "fixture", entrypoint: ["sh", "-c"] },
+  });
+  const bare = makeCap(ctx, base, { placeholders: [] });
+  await using _listener = await Listener.start(ctx.sb.top, bare.socket, 1);
+  const r3 = await ctx.run({ ...base, cap: bare });
+  assert.equal(r3.reply.error?.name, "KitLaunchError", JSON.stringify(r3.reply));
+  assert.match(r3.reply.error!.message, /did not start: .*\/run\/marsh\/.*read-only file system/s);
+  assert.equal(r3.stdout, "");
+  // A cap dir that does not exist: job.json cannot be written.
+  const gone = capLaunch(ctx, "echo ran");
+  Deno.removeSync(gone.cap.dir, { recursive: true });
+  const r4 = await ctx.run(gone.launch);
+  assert.equal(r4.reply.error?.name, "KitLaunchError");
+  assert.match(r4.reply.error!.message, /cannot write the job capability's/);
+  await noLeftovers(ctx);
+});
+
 // Without an engine: how a launch becomes a container's command, env and labels.
 
 function bare(over: Over = {}): KitLaunch {
@@ -668,7 +953,7 @@ function bare(over: Over = {}): KitLaunch {
     stdout: "/c/o",
     stderr: "/c/e",
     outputLimit: 1,
-    capDir: null,
+    cap: null,
     ...rest,
   };
 }
@@ -693,7 +978,11 @@ Deno.test({
   name: "kitEnv and kitLabels: allowed names only, reserved ones never",
   permissions: "none",
 }, () => {
-  assert.deepEqual(kitEnv(bare(), "/root"), ["ANTHROPIC_API_KEY=k", "HOME=/root", "MARSH_JOB=j"]);
+  assert.deepEqual(kitEnv(bare(), "/root", "/usr/bin:/bin"), [
+    "ANTHROPIC_API_KEY=k",
+    "HOME=/root",
+    "MARSH_JOB=j",
+  ]);
   assert.deepEqual(kitLabels(bare()), {
     "marsh.job": "j",
     "marsh.attempt": "at",
@@ -701,4 +990,46 @@ Deno.test({
     "marsh.label": "a",
     "marsh.kit": "claude",
   });
+});
+
+const UNIT_CAP: KitCap = {
+  dir: "/c/cap",
+  socket: "/c/cap.sock",
+  deno: "/opt/deno",
+  client: "/opt/marsh.js",
+  job: {
+    version: 1,
+    job: "j",
+    name: "claude",
+    spawn: ["claude"],
+    registered: ["claude", "codex"],
+    socket: CAP_SOCKET,
+    limits: { pool: 1, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
+    env: { LANG: "" },
+    forwarded: [],
+  },
+};
+
+Deno.test({
+  name: "kitEnv with a job capability: PATH is /run/marsh/bin and the image's, MARSH_ENTRY=1",
+  permissions: "none",
+}, () => {
+  assert.deepEqual(kitEnv(bare({ cap: UNIT_CAP }), "/root", "/usr/bin:/bin"), [
+    "ANTHROPIC_API_KEY=k",
+    "HOME=/root",
+    "MARSH_JOB=j",
+    "PATH=/run/marsh/bin:/usr/bin:/bin",
+    "MARSH_ENTRY=1",
+  ]);
+  // No PATH in the image: Docker's default follows the links.
+  assert.equal(
+    kitEnv(bare({ cap: UNIT_CAP }), "/root", null)[3],
+    "PATH=/run/marsh/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+  );
+  assert.equal(imagePath(["A=1", "PATH=/a", "PATH=/b:/c"]), "/b:/c");
+  assert.equal(imagePath(["PATHX=/a", "HOME=/h"]), null);
+  assert.equal(imagePath(["PATH="]), null);
+  assert.equal(imagePath([]), null);
+  assert.deepEqual(jobJson(UNIT_CAP, "/bin"), { ...UNIT_CAP.job, path: "/run/marsh/bin:/bin" });
+  assert.equal(Object.keys(jobJson(UNIT_CAP, "/bin"))[6], "path");
 });

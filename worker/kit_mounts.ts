@@ -10,6 +10,7 @@
  * | each object dir (`store.git/objects`, the user's `.git/objects`) | its host path | read-only (SnapshotImmutable) |
  * | the kit's home dir | the image user's home | read-write |
  * | the capability dir | `/run/marsh` | read-only |
+ * | the attempt's socket, the host Deno, the in-job client | `/run/marsh/cap.sock`, `deno`, `marsh.js`, over their placeholders | read-only (`connect(2)` on a socket ignores `MS_RDONLY`) |
  *
  * Nothing else of the project is mounted (NoWriteToUserTree,
  * ForkIsolation). Every bind is non-recursive, so a mount below a source
@@ -20,11 +21,12 @@
  * @module
  */
 
+import { CAP_SOCKET, CAP_TARGET, JOB_CLIENT, JOB_DENO } from "../protocol/job_capability.ts";
 import { isCleanAbsolute, isWithin, type KitLaunch } from "../protocol/kit_launch.ts";
 import { KitLaunchError } from "./kit_errors.ts";
 
 /** Where the capability dir is bound in every Kit container (spec 004 §4). */
-export const CAP_TARGET = "/run/marsh";
+export { CAP_TARGET };
 /** An image label that names its user's home when neither `HOME` nor the user tells it. */
 export const HOME_LABEL = "marsh.kit.home";
 
@@ -94,8 +96,9 @@ export function guestHome(
 /**
  * The mounts of `launch` with the kit home at `home` (inside the container).
  *
- * @throws {KitLaunchError} when two mounts would land on one target, or the
- *   home or capability dir would cover the fork, admin dir or object dirs
+ * @throws {KitLaunchError} when two mounts would land on one target, the
+ *   home or capability dir would cover the fork, admin dir or object dirs,
+ *   or (with a capability) anything else would land inside `/run/marsh`
  */
 export function planMounts(launch: KitLaunch, home: string): KitMount[] {
   const mounts: KitMount[] = [];
@@ -118,14 +121,25 @@ export function planMounts(launch: KitLaunch, home: string): KitMount[] {
   const extra: KitMount[] = [
     { source: launch.kit.home, target: home, readOnly: false, optional: false, role: "kit home" },
   ];
-  if (launch.capDir !== null) {
-    extra.push({
-      source: launch.capDir,
-      target: CAP_TARGET,
-      readOnly: true,
-      optional: false,
-      role: "capability dir",
-    });
+  if (launch.cap !== null) {
+    const cap: KitMount[] = [];
+    // The socket is bound read-only too: connect(2) ignores MS_RDONLY, and
+    // the job can neither remove nor replace it.
+    const ro = (source: string, target: string, role: string) =>
+      cap.push({ source, target, readOnly: true, optional: false, role });
+    ro(launch.cap.dir, CAP_TARGET, "capability dir");
+    ro(launch.cap.socket, CAP_SOCKET, "capability socket");
+    ro(launch.cap.deno, JOB_DENO, "job deno");
+    ro(launch.cap.client, JOB_CLIENT, "job client");
+    // /run/marsh is marsh's alone: a project or home mount there would hide part of it.
+    const inside = [...mounts, ...extra].find((m) => isWithin(m.target, CAP_TARGET));
+    if (inside !== undefined) {
+      throw new KitLaunchError(
+        launch.attempt,
+        `the ${inside.role} would be mounted at ${inside.target}, inside ${CAP_TARGET}`,
+      );
+    }
+    extra.push(...cap);
   }
   for (const m of extra) {
     // A home above the fork is fine (the engine makes the mount points inside

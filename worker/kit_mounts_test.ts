@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import type { KitLaunch } from "../protocol/kit_launch.ts";
+import {
+  CAP_SOCKET,
+  CAP_TARGET as PROTOCOL_CAP_TARGET,
+  JOB_CLIENT,
+  JOB_DENO,
+} from "../protocol/job_capability.ts";
+import type { KitCap, KitLaunch } from "../protocol/kit_launch.ts";
 import { KitLaunchError } from "./kit_errors.ts";
 import { CAP_TARGET, engineMounts, guestHome, HOME_LABEL, planMounts } from "./kit_mounts.ts";
 
@@ -32,10 +38,28 @@ function launch(over: Partial<KitLaunch> = {}): KitLaunch {
     stdout: "/c/o",
     stderr: "/c/e",
     outputLimit: 1,
-    capDir: null,
+    cap: null,
     ...over,
   };
 }
+
+const CAP: KitCap = {
+  dir: "/state/attempts/at/cap",
+  socket: "/state/sockets/at.sock",
+  deno: "/opt/deno/deno",
+  client: "/state/job/marsh.js",
+  job: {
+    version: 1,
+    job: "j",
+    name: "k",
+    spawn: [],
+    registered: ["k"],
+    socket: CAP_SOCKET,
+    limits: { pool: 1, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
+    env: {},
+    forwarded: [],
+  },
+};
 
 const cfg = (user: string, env: string[] = [], labels: Record<string, string> = {}) => ({
   user,
@@ -64,7 +88,7 @@ Deno.test({ name: "guestHome: label, then HOME, then the user", permissions: "no
 });
 
 Deno.test({ name: "planMounts: spec 000 §8's table, in order", permissions: "none" }, () => {
-  const rows = planMounts(launch({ capDir: "/state/attempts/at/cap" }), "/root").map((
+  const rows = planMounts(launch({ cap: CAP }), "/root").map((
     m,
   ) => [m.source, m.target, m.readOnly ? "ro" : "rw", m.optional ? "if present" : "required"]);
   assert.deepEqual(rows, [
@@ -78,8 +102,61 @@ Deno.test({ name: "planMounts: spec 000 §8's table, in order", permissions: "no
     [O[0], O[0], "ro", "required"],
     [O[1], O[1], "ro", "required"],
     ["/state/kits/k/home", "/root", "rw", "required"],
-    ["/state/attempts/at/cap", CAP_TARGET, "ro", "required"],
+    ["/state/attempts/at/cap", "/run/marsh", "ro", "required"],
+    ["/state/sockets/at.sock", "/run/marsh/cap.sock", "ro", "required"],
+    ["/opt/deno/deno", "/run/marsh/deno", "ro", "required"],
+    ["/state/job/marsh.js", "/run/marsh/marsh.js", "ro", "required"],
   ]);
+});
+
+Deno.test({ name: "planMounts: the job capability's four binds", permissions: "none" }, () => {
+  assert.equal(CAP_TARGET, PROTOCOL_CAP_TARGET);
+  const cap = planMounts(launch({ cap: CAP }), "/root").filter((m) =>
+    m.target.startsWith(CAP_TARGET)
+  );
+  assert.deepEqual(
+    cap.map((m) => [m.role, m.source, m.target, m.readOnly, m.optional]),
+    [
+      ["capability dir", CAP.dir, CAP_TARGET, true, false],
+      ["capability socket", CAP.socket, CAP_SOCKET, true, false],
+      ["job deno", CAP.deno, JOB_DENO, true, false],
+      ["job client", CAP.client, JOB_CLIENT, true, false],
+    ],
+  );
+  assert.deepEqual(
+    engineMounts(cap).map((m) => m.ReadOnly),
+    [true, true, true, true],
+  );
+  // Without a capability nothing lands in /run/marsh.
+  assert.ok(
+    !planMounts(launch(), "/root").some((m) => m.target.startsWith(CAP_TARGET)),
+  );
+});
+
+Deno.test({ name: "planMounts: /run/marsh is the capability's alone", permissions: "none" }, () => {
+  const under = "/run/marsh/p";
+  assert.throws(
+    () => planMounts(launch({ cap: CAP }), "/run/marsh/home"),
+    /the kit home would be mounted at \/run\/marsh\/home, inside \/run\/marsh/,
+  );
+  assert.throws(() => planMounts(launch({ cap: CAP }), CAP_TARGET), KitLaunchError);
+  assert.throws(
+    () => planMounts(launch({ cap: CAP, fork: under, cwd: under, admin: null }), "/root"),
+    /the fork would be mounted at \/run\/marsh\/p, inside \/run\/marsh/,
+  );
+  assert.throws(
+    () => planMounts(launch({ cap: CAP, objectDirs: [`${CAP_TARGET}/bin`] }), "/root"),
+    /object dir would be mounted at/,
+  );
+  // A project above /run/marsh would be covered by it.
+  assert.throws(
+    () => planMounts(launch({ cap: CAP, fork: "/run", cwd: "/run", admin: null }), "/root"),
+    /capability dir would be mounted at \/run\/marsh, inside \/run/,
+  );
+  // Without a capability /run/marsh is nothing special.
+  assert.doesNotThrow(() =>
+    planMounts(launch({ fork: under, cwd: under, admin: null, objectDirs: [] }), "/root")
+  );
 });
 
 Deno.test(

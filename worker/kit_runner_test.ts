@@ -110,7 +110,7 @@ async function world() {
       stdout: `${base}/control/${attempt}/stdout`,
       stderr: `${base}/control/${attempt}/stderr`,
       outputLimit: 1024,
-      capDir: null,
+      cap: null,
       graceMs: 500,
     };
   };
@@ -237,7 +237,7 @@ Deno.test({
       stdout: `${base}/o`,
       stderr: `${base}/e`,
       outputLimit: 1,
-      capDir: null,
+      cap: null,
     });
     await worker.send({ v: 1, t: "kit-reset", id: "r", kit: "k" });
     assert.deepEqual(await worker.wait((e) => e.t === "error", "error"), {

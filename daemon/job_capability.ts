@@ -1,0 +1,150 @@
+/**
+ * What the daemon puts in a Kit attempt's capability dir (spec 004 §4): the
+ * link stubs, the link script, `context.md`, and the empty mount points the
+ * worker binds the socket, Deno and the in-job client onto. `job.json` is the
+ * worker's (it alone reads the image's `PATH`). The dir is made fresh per
+ * attempt (`O_EXCL`), under the attempt's 0700 directory in the control dir;
+ * inside the container it is a read-only bind.
+ *
+ * Needs read and write on the control dir.
+ *
+ * @module
+ */
+
+import {
+  CAP_FILES,
+  type JobJson,
+  LINK_NAME,
+  linkScript,
+  stubScript,
+} from "../protocol/job_capability.ts";
+import { bundleJobClient } from "../job/bundle.ts";
+import { MAX_BRANCHES, MAX_DEPTH } from "./splits.ts";
+
+/** The pool of concurrent branches per session (spec 000 §4). */
+export const POOL_SIZE = 8;
+
+/** `job.json` as the daemon knows it: the worker adds `path`. */
+export type JobJsonBase = Omit<JobJson, "path">;
+
+/** The job's `job.json` fields the daemon decides. */
+export function jobJsonBase(
+  job: string,
+  name: string,
+  registered: readonly string[],
+  env: readonly string[],
+): JobJsonBase {
+  const names = [...new Set(registered)].filter((n) => LINK_NAME.test(n) && n !== "marsh").sort();
+  return {
+    version: 1,
+    job,
+    name,
+    // Cross-Kit spawning is allowed by default (spec 004 §6); nothing narrows it yet.
+    spawn: names,
+    registered: names,
+    socket: "/run/marsh/cap.sock",
+    limits: { pool: POOL_SIZE, depth: MAX_DEPTH, same_kit: 2, fan_out: MAX_BRANCHES, total: 64 },
+    // Digests of the starting environment are not computed yet (issue 5 §4).
+    env: {},
+    forwarded: [...env].sort(),
+  };
+}
+
+/** The job's agent context (spec 004 §9): what it can do from any shell. */
+export function jobContext(base: JobJsonBase): string {
+  const spawn = base.spawn.length === 0 ? "(none)" : base.spawn.join(", ");
+  return `# marsh job ${base.job} (${base.name})
+
+You run inside a marsh Kit job: a container that sees, of the project, only
+its own private fork (the current directory) and the fork's Git metadata.
+What you change in the fork comes back to whoever started you as a patch.
+
+## Parallel private attempts
+Run several attempts at once, each in its own fork of your current tree:
+
+    marsh split -n ::: a ${base.name} ARGS... ::: b ${base.name} OTHER ARGS... | marsh join
+
+Each \`::: LABEL CMD ARGS...\` is one branch; CMD is a registered command
+(${spawn}). \`marsh join\` prints each branch's status and patch; apply one
+with \`git apply\` (the patch is in the split's out/LABEL/diff.patch, see
+\`marsh join --json\`). Only you can join a split you made, and your splits are
+cancelled when this job ends. From a job, splits take argv branches only
+(no \`-b\`), at most ${base.limits.fan_out} per split, nesting at most
+${base.limits.depth} deep, ${base.limits.pool} running at once.
+
+## Limits and confinement
+- \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused in a
+  job: the job's capability admits only \`marsh split\` and \`marsh join\`.
+- Registered commands: ${spawn}. Running one directly as a child job is not
+  available yet; use an argv branch.
+- No network unless your Kit allows it; no other project files.
+
+## When not to split
+A split costs a container start per branch. For a quick check, just run the
+command here.
+`;
+}
+
+function writeNew(path: string, text: string, mode: number): void {
+  // createNew: a leftover never passes for this attempt's file.
+  Deno.writeTextFileSync(path, text, { createNew: true, mode });
+  Deno.chmodSync(path, mode);
+}
+
+/**
+ * Makes `dir` (which must not exist) with the stubs for `marsh` and every
+ * registered name, the link script for a job whose own name is `base.name`,
+ * `context.md`, and empty mount points for the socket, Deno and the client.
+ * Readable by the image's user, whoever it is.
+ */
+export function writeCapDir(dir: string, base: JobJsonBase): void {
+  Deno.mkdirSync(dir, { mode: 0o755 });
+  Deno.chmodSync(dir, 0o755);
+  const bin = `${dir}/${CAP_FILES.bin}`;
+  Deno.mkdirSync(bin, { mode: 0o755 });
+  Deno.chmodSync(bin, 0o755);
+  for (const name of ["marsh", ...base.registered]) {
+    writeNew(`${bin}/${name}`, stubScript(name), 0o755);
+  }
+  writeNew(`${dir}/${CAP_FILES.link}`, linkScript(base.name), 0o755);
+  writeNew(`${dir}/${CAP_FILES.context}`, jobContext(base), 0o644);
+  for (const point of [CAP_FILES.socket, CAP_FILES.deno, CAP_FILES.client]) {
+    writeNew(`${dir}/${point}`, "", 0o644);
+  }
+}
+
+/**
+ * The bundled in-job client (`job/main.ts`), built once per daemon process
+ * into the control dir on the first Kit launch. A failed build is not
+ * remembered: the next launch tries again (and fails its attempt the same
+ * way, never running a job without its `/run/marsh`).
+ */
+export class JobClientBundle {
+  readonly #out: string;
+  readonly #deno: string;
+  #ready: Promise<string> | null = null;
+
+  constructor(home: string, deno: string) {
+    this.#out = `${home}/lib/marsh-job.js`;
+    this.#deno = deno;
+  }
+
+  /** The bundle's path, once it is built. */
+  ensure(): Promise<string> {
+    if (this.#ready === null) {
+      const ready = (async () => {
+        Deno.mkdirSync(this.#out.slice(0, this.#out.lastIndexOf("/")), {
+          recursive: true,
+          mode: 0o700,
+        });
+        await bundleJobClient(this.#deno, this.#out);
+        return this.#out;
+      })();
+      ready.catch(() => {
+        if (this.#ready === ready) this.#ready = null;
+      });
+      this.#ready = ready;
+    }
+    return this.#ready;
+  }
+}

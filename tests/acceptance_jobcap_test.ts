@@ -1,0 +1,243 @@
+/**
+ * The job capability (issue 5 §4, §5; spec 004 §3, §4, §13): `/run/marsh/`
+ * in a real Kit container through the real CLI, daemon and worker. What a
+ * job sees there (read-only dir, stubs, `job.json`, `PATH`, `MARSH_JOB`),
+ * which requests its socket admits (`split` and `join` only, argv branches
+ * only, `env -i` works), its connection cap, nested splits from a job
+ * (creator, depth, cancelled with their job, containers verified gone), and
+ * what a nested branch can see of the project (nothing but its fork).
+ *
+ * A branch reports what it saw by writing files into its fork; the test
+ * reads them back from the captured patch.
+ */
+
+import assert from "node:assert/strict";
+import type { Manifest } from "../protocol/manifest.ts";
+import { handleId, PERMISSIONS as permissions, Sandbox, show, waitFor } from "./_acceptance.ts";
+import { listContainers } from "./_engine.ts";
+import { World } from "./_kit_world.ts";
+
+/** The lines a branch's patch adds to `path` (a new file), joined with newlines. */
+function added(patch: string, path: string): string {
+  const at = patch.indexOf(`diff --git a/${path} b/${path}\n`);
+  assert.ok(at >= 0, `${path} in the patch:\n${patch}`);
+  const rest = patch.slice(at).split("\n").slice(1);
+  const end = rest.findIndex((l) => l.startsWith("diff --git "));
+  return (end < 0 ? rest : rest.slice(0, end))
+    .filter((l) => l.startsWith("+") && !l.startsWith("+++"))
+    .map((l) => l.slice(1))
+    .join("\n");
+}
+
+async function allSplits(w: World): Promise<Manifest[]> {
+  const r = await w.sb.marsh(["splits", "--json"]);
+  assert.equal(r.code, 0, show(r));
+  return (JSON.parse(r.stdout) as { splits: Manifest[] }).splits;
+}
+
+Deno.test({
+  name: "job capability: read-only /run/marsh, links, job.json, PATH; only split and join admitted",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    [
+      "ls /run/marsh/bin > bin.txt",
+      "cat /run/marsh/job.json > job.txt",
+      'echo "$PATH" > path.txt',
+      'echo "$MARSH_JOB $MARSH_ENTRY" > env.txt',
+      "touch /run/marsh/x 2>/dev/null; echo $? > ro.txt",
+      "head -1 /run/marsh/context.md > context.txt",
+      "env -i /run/marsh/bin/marsh splits > splits.out 2>&1; echo $? >> splits.out",
+      "env -i /run/marsh/bin/marsh splits rm x > rm.out 2>&1; echo $? >> rm.out",
+      "env -i /run/marsh/bin/marsh split -n -b x=true > b.out 2>&1; echo $? >> b.out",
+      "env -i /run/marsh/bin/marsh split -n ::: y nosuch > unknown.out 2>&1; echo $? >> unknown.out",
+    ].join("; "),
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const id = handleId(r.stdout);
+  const m = await w.manifest(id);
+  const job = m.branches[0]!.job_id!;
+  const patch = Deno.readTextFileSync(`${m.out}/a/diff.patch`);
+
+  assert.deepEqual(added(patch, "bin.txt").split("\n"), ["fixture", "marsh"]);
+  const jobJson = JSON.parse(added(patch, "job.txt"));
+  assert.equal(jobJson.version, 1);
+  assert.equal(jobJson.job, job);
+  assert.equal(jobJson.name, "fixture");
+  assert.equal(jobJson.socket, "/run/marsh/cap.sock");
+  assert.deepEqual(jobJson.registered, ["fixture"]);
+  assert.match(jobJson.path, /^\/run\/marsh\/bin:\//);
+  assert.equal(added(patch, "path.txt"), jobJson.path);
+  assert.equal(added(patch, "env.txt"), `${job} 1`);
+  assert.notEqual(added(patch, "ro.txt"), "0", "touch in /run/marsh must fail");
+  assert.match(added(patch, "context.txt"), new RegExp(`^# marsh job ${job} \\(fixture\\)$`));
+
+  // `marsh splits` (SplitShow) and `splits rm` are refused by the capability, from env -i.
+  const splits = added(patch, "splits.out");
+  assert.match(
+    splits,
+    /marsh splits: refused in a Kit job: .*admits only marsh split and marsh join/,
+  );
+  assert.match(splits, /\n2$/);
+  assert.match(added(patch, "rm.out"), /refused in a Kit job.*\n2$/s);
+  // A job's split is argv-only, with the spec's wording.
+  assert.match(
+    added(patch, "b.out"),
+    /x: shell branches \(-b, split \{ \}\) run only from the session shell; from a job or a split branch use argv branches: ::: LABEL CMD \[ARG\.\.\.\]\n2$/,
+  );
+  assert.match(added(patch, "unknown.out"), /unknown Kit command "nosuch".*\n2$/s);
+  // Nothing ran from those refusals: the only split is the host's.
+  assert.deepEqual((await allSplits(w)).map((s) => s.id), [id]);
+  assert.equal((await w.containersOf(id)).length, 0);
+});
+
+Deno.test({
+  name:
+    "job capability: env -i marsh split ::: ... | marsh join from a job; the child sees only its fork",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n", "secret.txt": "s\n" });
+  const { sb } = w;
+  const root = sb.project;
+  const nested = [
+    `ls -a ${root} > ls_root.txt 2>&1`,
+    `ls -a ${root}/.git > ls_git.txt 2>&1`,
+    `cat ${root}/secret.txt > cat_secret.txt 2>&1; echo $? >> cat_secret.txt`,
+    // $1 is the parent split's id: of it, only the read-only object dirs are bound.
+    `ls -a ${root}/.marsh/split/$1 > parent_seen.txt 2>&1`,
+    `ls ${root}/.marsh/split/$1/a > parent_fork.txt 2>&1; echo $? >> parent_fork.txt`,
+    "cat a.txt > seen_a.txt",
+    "echo nested > n.txt",
+  ].join("; ");
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    // The parent edits its fork first: the nested split's snapshot is the job's view.
+    `echo parent >> a.txt; rm secret.txt; ` +
+    `P=$(basename "$(dirname "$PWD")"); ` +
+    `env -i /run/marsh/bin/marsh split -n ::: n fixture sh -c '${nested}' x "$P" ` +
+    `| env -i /run/marsh/bin/marsh join > join.out 2>&1; echo "rc=$?" >> join.out`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const id = handleId(r.stdout);
+  const m = await w.manifest(id);
+  const patch = Deno.readTextFileSync(`${m.out}/a/diff.patch`);
+  const join = added(patch, "join.out");
+  assert.match(join, /rc=0$/, join);
+  // The nested branch's patch came back through the job's join.
+  assert.equal(added(join, "n.txt"), "nested");
+  // It saw the job's edited fork, not the user's tree.
+  assert.equal(added(join, "seen_a.txt"), "hello\nparent");
+  // Of the project it saw only the dirs leading to its own fork.
+  // (the user's .git/objects is bound read-only, spec 000 §8, so .git holds just that).
+  assert.equal(added(join, "ls_root.txt"), ".\n..\n.git\n.marsh");
+  assert.equal(added(join, "ls_git.txt"), ".\n..\nobjects");
+  assert.match(added(join, "cat_secret.txt"), /No such file or directory\n1$/);
+  assert.equal(added(join, "parent_seen.txt"), ".\n..\n.admin\nstore.git");
+  assert.match(added(join, "parent_fork.txt"), /No such file or directory\n1$/);
+
+  // The nested split: created by the job, depth 2, child of a, joined.
+  const child = (await allSplits(w)).find((s) => s.id !== id);
+  assert.ok(child, "the nested split is on record");
+  assert.equal(child.depth, 2);
+  assert.deepEqual(child.parent, { split: id, label: "a" });
+  assert.equal(child.state, "joined");
+  assert.deepEqual(child.creator, { kind: "job", id: m.branches[0]!.job_id });
+  assert.equal((await w.containersOf(id)).length, 0);
+});
+
+Deno.test({
+  name: "job capability: a nested split is cancelled when its job exits; its containers are gone",
+  permissions,
+}, async () => {
+  await using w = await World.create(undefined, { MARSH_CANCEL_GRACE_MS: "2000" });
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    // The nested split runs in the background; the job exits without joining it.
+    "env -i /run/marsh/bin/marsh split -n ::: n fixture sleep 300 > h.txt 2>&1 & sleep 12; exit 0",
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const id = handleId(r.stdout);
+  const child = await waitFor("the nested split to end", async () => {
+    const s = (await allSplits(w)).find((s) => s.id !== id);
+    return s && s.state !== "run" ? s : undefined;
+  }, 60_000);
+  assert.equal(child.state, "cancelled");
+  assert.equal(child.depth, 2);
+  assert.deepEqual(child.parent, { split: id, label: "a" });
+  assert.equal(child.branches[0]!.state, "cancelled");
+  assert.deepEqual(await listContainers(w.socket, [`marsh.split=${child.id}`]), []);
+  const jobs = await w.jobs();
+  const nestedJob = jobs.find((j) => j.split === child.id);
+  assert.ok(nestedJob, JSON.stringify(jobs));
+  assert.notEqual(nestedJob.cleanup, "uncertain");
+});
+
+Deno.test({
+  name: "job capability: the ninth open connection of a job is refused with the spec's frame",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const script = `
+const conns = [];
+for (let i = 0; i < 8; i++) conns.push(await Deno.connect({ transport: "unix", path: "/run/marsh/cap.sock" }));
+const ninth = await Deno.connect({ transport: "unix", path: "/run/marsh/cap.sock" });
+const buf = new Uint8Array(4096);
+const n = await ninth.read(buf);
+// The frame's length prefix holds NUL bytes: printable text only, or the patch is binary.
+console.log(new TextDecoder().decode(buf.subarray(0, n ?? 0)).replace(/[^ -~]/g, "."));
+const again = await ninth.read(buf);
+console.log("closed=" + (again === null));
+for (const c of conns) c.close();
+`;
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    'printf "%s" "$0" > /tmp/c.js; /run/marsh/deno run --quiet --no-config --no-lock ' +
+    "--allow-read=/tmp,/run/marsh --allow-net=unix:/run/marsh/cap.sock --allow-write=/run/marsh/cap.sock " +
+    "/tmp/c.js > conns.txt 2>&1; echo rc=$? >> conns.txt",
+    script,
+  ]);
+  const m = await w.manifest(handleId(r.stdout));
+  assert.equal(r.code, 0, `${show(r)}\n${Deno.readTextFileSync(`${m.out}/a/diff.patch`)}`);
+  const out = added(Deno.readTextFileSync(`${m.out}/a/diff.patch`), "conns.txt");
+  assert.match(out, /too many concurrent daemon requests in this job/, out);
+  assert.match(out, /closed=true/);
+});
+
+Deno.test({
+  name: "the daemon raises its descriptor soft limit (up to 4096) for the job sockets",
+  permissions,
+}, async () => {
+  await using sb = await Sandbox.create();
+  // A low soft limit the shell inherits: the daemon must raise it, not keep it.
+  const r = await sb.bash(`ulimit -S -n 256; "$M" daemon start`);
+  assert.equal(r.code, 0, show(r));
+  // Deno guards /proc with --allow-all; cat reads it.
+  const limits = (await sb.bash(`cat "/proc/$(cat "$MARSH_HOME/marshd.pid")/limits"`)).stdout;
+  const m = /^Max open files\s+(\d+)\s+(\d+|unlimited)/m.exec(limits);
+  assert.ok(m, limits);
+  const hard = m[2] === "unlimited" ? Infinity : Number(m[2]);
+  // Deno raises its soft limit to the hard one at start, which covers 4096.
+  assert.ok(Number(m[1]) >= Math.min(4096, hard), limits);
+});

@@ -13,16 +13,24 @@
  * `--sizes` names them), `marsh split` end to end with 4 `true` branches
  * through the real CLI and the daemon (its default fork policy), against
  * `git worktree add` ×4 (bench/split_e2e.ts); `--split` prints only that.
+ * Then Kit branches (issue 5 §6, bench/kit_e2e.ts): a `true` argv branch
+ * (`marsh split -n ::: a fixture true | marsh join`) against `docker run
+ * --rm IMAGE true` on the tests' engine and fixture Kit image: the
+ * container's start-to-exit and the overhead marsh adds per argv branch,
+ * medians of `--kit-runs` runs (10), reported without a limit; `--kit`
+ * prints only that (with `--split`, both). Without `--kit`, an engine that
+ * cannot be had skips the table with a note instead of failing the run.
  * Last, every target in one table.
  *
  * ```sh
  * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]
- *                 [--strategies=auto,copy] [--branches=4]
+ *                 [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10]
+ *                 [--kit-branches=1,4]
  * ```
  *
  * Permissions (the task's): read/write (trees in bench/.trees/, temp dirs),
- * run (cp, rm, chmod, git, sync, bash, ./marsh, /usr/bin/time), env (git's
- * PATH), ffi (the engine).
+ * run (cp, rm, chmod, git, sync, bash, ./marsh, /usr/bin/time, docker,
+ * umount), env (git's PATH), ffi (the engine).
  *
  * @module
  */
@@ -55,7 +63,14 @@ import {
   SPLIT_BRANCHES,
   type SplitE2eResult,
 } from "./split_e2e.ts";
-import { ratioText, renderTargets, target, type TargetResult, verdict } from "./targets.ts";
+import {
+  KIT_BRANCHES,
+  KIT_RUNS,
+  type KitE2eResult,
+  measureKitE2e,
+  renderKitE2e,
+} from "./kit_e2e.ts";
+import { ratioText, renderTargets, report, target, type TargetResult, verdict } from "./targets.ts";
 import {
   applySmallChange,
   backupSmallChange,
@@ -69,7 +84,7 @@ import {
 } from "./tree_gen.ts";
 
 const USAGE = "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] " +
-  "[--split] [--strategies=auto,copy] [--branches=4]";
+  "[--split] [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10] [--kit-branches=1,4]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
 const POLICIES: readonly ForkPolicy[] = ["auto", "copy"];
 /** Without --strategies, copy runs below this many files only. */
@@ -108,6 +123,12 @@ interface Options {
   readonly strategies: readonly ForkPolicy[] | null;
   /** Branch counts of the end-to-end table. */
   readonly branches: readonly number[];
+  /** Only the Kit table (with --split, the end-to-end table too). */
+  readonly kit: boolean;
+  /** Timed runs of the Kit table. */
+  readonly kitRuns: number;
+  /** Branch counts of the Kit table. */
+  readonly kitBranches: readonly number[];
 }
 
 function positiveInt(flag: string, text: string): number {
@@ -149,6 +170,9 @@ function parseOptions(args: readonly string[]): Options {
         split: { type: "boolean" },
         strategies: { type: "string" },
         branches: { type: "string" },
+        kit: { type: "boolean" },
+        "kit-runs": { type: "string" },
+        "kit-branches": { type: "string" },
       },
     }));
   } catch (err) {
@@ -164,6 +188,13 @@ function parseOptions(args: readonly string[]): Options {
     split: values.split ?? false,
     strategies: values.strategies === undefined ? null : policyList(values.strategies),
     branches: values.branches === undefined ? SPLIT_BRANCHES : intList("branches", values.branches),
+    kit: values.kit ?? false,
+    kitRuns: values["kit-runs"] === undefined
+      ? KIT_RUNS
+      : positiveInt("kit-runs", values["kit-runs"]),
+    kitBranches: values["kit-branches"] === undefined
+      ? KIT_BRANCHES
+      : intList("kit-branches", values["kit-branches"]),
   };
 }
 
@@ -174,8 +205,24 @@ function policiesAt(options: Options, files: number): ForkPolicy[] {
     : [...options.strategies];
 }
 
+/** Whether only some tables were asked for (--split, --kit): the per-size tables are not. */
+function onlySome(options: Options): boolean {
+  return options.split || options.kit;
+}
+
+/** Whether the end-to-end split table runs: unless only the Kit table was asked for. */
+function splitWanted(options: Options): boolean {
+  return options.split || !options.kit;
+}
+
+/** Whether the Kit table runs: unless only the end-to-end split table was asked for. */
+function kitWanted(options: Options): boolean {
+  return options.kit || !options.split;
+}
+
 /** The sizes of the end-to-end table. */
 function splitSizes(options: Options): number[] {
+  if (!splitWanted(options)) return [];
   const sizes = options.sizes.filter((f) =>
     f >= SPLIT_MIN_FILES && (f < SPLIT_ASKED_FROM || options.sizesGiven)
   );
@@ -386,6 +433,43 @@ function sizeTargets(files: number, b: BaselineResults, m: StrategyResult | null
     vs("re-snapshot after the small change", "≤ 2× git status", m?.reSnapshot, b.gitStatus, 2),
   );
   out.push(vs("first snapshot", "≤ 1.2× cp -a", m?.firstSnapshot, b.cpA, 1.2));
+  return out;
+}
+
+/** Issue 5 §6's numbers: reported, with no limit. */
+function kitTargets(kit: KitE2eResult): TargetResult[] {
+  const strategy = `kit:fixture, ${kit.forkStrategies.join(", ") || "n/a"}`;
+  const out: TargetResult[] = [];
+  const c = kit.container;
+  if (c !== null) {
+    const a = c.marsh.startToDieMs;
+    const b = c.docker.startToDieMs;
+    out.push(report({
+      what: "Kit `true` container start → exit (engine events) vs docker run --rm",
+      files: kit.files,
+      strategy,
+      value: a === null || b === null ? null : a / b,
+      measured: a === null || b === null ? "n/a" : ratioText(a, b),
+    }));
+    out.push(report({
+      what: "Kit `true` branch launch → container gone (no capture) vs docker run --rm",
+      files: kit.files,
+      strategy,
+      value: c.marshWindowNoCaptureMs / c.docker.totalMs,
+      measured: ratioText(c.marshWindowNoCaptureMs, c.docker.totalMs),
+    }));
+  }
+  for (const r of kit.rows) {
+    out.push(report({
+      what: `marsh split ×${r.branches} \`true\` → join: overhead per argv branch vs ` +
+        `docker run --rm ×${r.branches}`,
+      files: kit.files,
+      strategy,
+      value: r.overheadPerBranchMs,
+      measured: `${fmtMs(r.overheadPerBranchMs)} per branch; ` +
+        ratioText(r.marsh.medianMs, r.docker.medianMs),
+    }));
+  }
   return out;
 }
 
@@ -666,9 +750,11 @@ async function run(options: Options): Promise<void> {
   let marshStatus: "ok" | "not wired" = "ok";
   const results: SizeResult[] = [];
   const splits: SplitE2eResult[] = [];
+  let kit: KitE2eResult | null = null;
+  let kitSkipped: string | null = null;
   const allTargets: TargetResult[] = [];
   try {
-    for (const files of options.split ? [] : options.sizes) {
+    for (const files of onlySome(options) ? [] : options.sizes) {
       const runs = options.runs ?? (files >= 100_000 ? 3 : 5);
       const loadBefore = await loadavg();
       const tree = await cachedTree(files, options.seed, git, log);
@@ -746,7 +832,7 @@ async function run(options: Options): Promise<void> {
       if (!options.json) console.log(renderSize(result) + "\n");
     }
     const sizes = splitSizes(options);
-    if (sizes.length === 0 && !options.json) {
+    if (sizes.length === 0 && splitWanted(options) && !options.json) {
       console.log(
         `(No end-to-end table: it runs on requested sizes of ${SPLIT_MIN_FILES} files and up.)\n`,
       );
@@ -756,14 +842,36 @@ async function run(options: Options): Promise<void> {
       splits.push(split);
       allTargets.push(...splitTargets(split));
     }
+    if (kitWanted(options)) {
+      try {
+        kit = await measureKitE2e({
+          runs: options.kitRuns,
+          branches: options.kitBranches,
+          git,
+          log,
+        });
+      } catch (err) {
+        // Asked for by name, it must run; as part of everything, it must not sink the rest.
+        if (options.kit) throw err;
+        kitSkipped = err instanceof Error ? err.message : String(err);
+        log(`kit e2e: not measured: ${kitSkipped}`);
+      }
+      if (kit !== null) {
+        allTargets.push(...kitTargets(kit));
+        if (!options.json) console.log(renderKitE2e(kit) + "\n");
+        for (const w of kit.warnings) log(`WARNING: kit e2e: ${w}`);
+      } else if (!options.json) {
+        console.log(`(No Kit table: ${kitSkipped}; \`--kit\` makes this an error.)\n`);
+      }
+    }
   } finally {
     await Deno.remove(scratchRoot, { recursive: true });
   }
 
   const loadEnd = await loadavg();
   const damon = await damonNote();
-  // With --split only the end-to-end table ran: the per-size tables' notes do not apply.
-  const sizeNotes = options.split ? {} : {
+  // With --split or --kit the per-size tables did not run: their notes do not apply.
+  const sizeNotes = onlySome(options) ? {} : {
     marsh: marshStatus === "ok"
       ? "measured in the harness's process (splitfs/workspace.ts, the service's code)"
       : `n/a: ${NOT_WIRED_MESSAGE}`,
@@ -775,7 +883,7 @@ async function run(options: Options): Promise<void> {
       `${FORKS_PER_RUN.copy} for copy; copy runs below ${COPY_DEFAULT_BELOW} files unless ` +
       "--strategies names it",
   };
-  const memoryNotes = options.split ? {} : {
+  const memoryNotes = onlySome(options) ? {} : {
     memoryCommands: probe.describe(),
     memoryInProcess: `${sampler.describe()}; harness idle RSS ${
       (idleRssKiB / 1024).toFixed(1)
@@ -791,7 +899,15 @@ async function run(options: Options): Promise<void> {
   if (options.json) {
     console.log(
       JSON.stringify(
-        { schema: "marsh-bench/2", notes, sizes: results, split: splits, targets: allTargets },
+        {
+          schema: "marsh-bench/2",
+          notes,
+          sizes: results,
+          split: splits,
+          kit,
+          ...(kitSkipped === null ? {} : { kitSkipped }),
+          targets: allTargets,
+        },
         null,
         2,
       ),
@@ -800,15 +916,18 @@ async function run(options: Options): Promise<void> {
   }
   if (allTargets.length > 0) {
     const missed = allTargets.filter((t) => t.met === false);
+    const limited = allTargets.filter((t) => !t.report).length;
     console.log(
       [
-        "## TARGETS (issue 4), every size",
+        "## TARGETS (issue 4; issue 5's Kit numbers, reported), every size",
         "",
         renderTargets(allTargets),
         "",
-        missed.length === 0
+        limited === 0
+          ? "No limits here: every row is a reported number."
+          : missed.length === 0
           ? "Every measured target is met."
-          : `Missed: ${missed.length} of ${allTargets.length}: ` +
+          : `Missed: ${missed.length} of ${limited}: ` +
             missed.map((t) => `${t.what} ${t.limitText} at ${t.files} (${verdict(t)})`).join(
               "; ",
             ) + ".",

@@ -2,7 +2,8 @@
  * Issue 4's performance targets, checked against measured numbers: each
  * target is a limit on a time (`≤ 3 ms`) or a ratio (`≤ 0.1× git status`,
  * `≥ 2,000× faster than cp -a`), and a result is "met" or "MISSED by X×",
- * X being how far the measurement is from the limit.
+ * X being how far the measurement is from the limit. Issue 5's numbers have
+ * no limit: {@linkcode report} makes their rows, whose verdict is `report`.
  *
  * @module
  */
@@ -31,6 +32,8 @@ export interface TargetResult {
   readonly met: boolean | null;
   /** How many times over (or under, for a lower bound) the limit; null when met or not measured. */
   readonly missedBy: number | null;
+  /** A number reported without a limit ({@linkcode report}): never met nor missed. */
+  readonly report?: true;
 }
 
 /** Inputs of {@linkcode target}. */
@@ -62,8 +65,38 @@ export function target(spec: TargetSpec): TargetResult {
   return { ...spec, met, missedBy };
 }
 
-/** `met`, `MISSED by 2.40×`, or `not measured`. */
+/** Inputs of {@linkcode report}. */
+export interface ReportSpec {
+  readonly what: string;
+  readonly files: number;
+  readonly strategy: string;
+  /** The number reported (a time or a ratio); null when it was not measured. */
+  readonly value: number | null;
+  readonly measured: string;
+}
+
+/**
+ * A row for a number the issue asks to report, with no limit to meet: its
+ * `limitText` is `(report)`, `met` and `missedBy` are null, and its verdict
+ * is `report` (`not measured` when the value is null).
+ */
+export function report(spec: ReportSpec): TargetResult {
+  const value = spec.value !== null && Number.isFinite(spec.value) ? spec.value : null;
+  return {
+    ...spec,
+    value,
+    limitText: "(report)",
+    limit: Number.NaN,
+    bound: "max",
+    met: null,
+    missedBy: null,
+    report: true,
+  };
+}
+
+/** `met`, `MISSED by 2.40×`, `report`, or `not measured`. */
 export function verdict(t: TargetResult): string {
+  if (t.report && t.value !== null) return "report";
   if (t.met === null) return "not measured";
   return t.met ? "met" : `MISSED by ${fmtRatio(t.missedBy)}`;
 }

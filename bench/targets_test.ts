@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ratioText, renderTargets, target, verdict } from "./targets.ts";
+import { ratioText, renderTargets, report, target, verdict } from "./targets.ts";
 
 const base = { what: "fork per branch", limitText: "≤ 3 ms", files: 1000, strategy: "overlay" };
 
@@ -47,4 +47,18 @@ Deno.test("ratioText and renderTargets show both sides and the verdict", () => {
     lines[2] ?? "",
     /fork per branch ≤ 3 ms \| 1000 +\| overlay +\| 6\.00 ms +\| MISSED by 2\.00×/,
   );
+});
+
+Deno.test("a reported number has no limit: never met nor missed, verdict report", () => {
+  const spec = { what: "kit overhead per branch", files: 2, strategy: "kit:fixture, overlay" };
+  const r = report({ ...spec, value: 120, measured: "120.0 ms per branch" });
+  assert.equal(r.met, null);
+  assert.equal(r.missedBy, null);
+  assert.equal(r.report, true);
+  assert.equal(r.limitText, "(report)");
+  assert.equal(verdict(r), "report");
+  const none = report({ ...spec, value: NaN, measured: "n/a" });
+  assert.equal(none.value, null);
+  assert.equal(verdict(none), "not measured");
+  assert.match(renderTargets([r]), /kit overhead per branch \(report\) \| 2 .*\| report +\|$/m);
 });

@@ -74,7 +74,8 @@ ${base.limits.depth} deep, ${base.limits.pool} running at once.
 
 ## Limits and confinement
 - \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused in a
-  job: the job's capability admits only \`marsh split\` and \`marsh join\`.
+  job: the job's capability admits only \`marsh split\`, \`marsh join\` and
+  \`marsh jobs\` (this job's own subtree).
 - Registered commands: ${spawn}. Running one directly as a child job is not
   available yet; use an argv branch.
 - No network unless your Kit allows it; no other project files.

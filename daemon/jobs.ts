@@ -126,11 +126,34 @@ export class KitJobs {
     }
   }
 
-  /** `marsh jobs`: every job for the host; a branch sees the jobs of splits it created. */
+  /**
+   * `marsh jobs`: every job for the host; a branch sees the jobs of splits
+   * it created; a Kit job its own subtree (the jobs of the splits it made,
+   * theirs, and so on: at most the depth limit deep).
+   */
   list(auth: Authority): JobInfo[] {
+    const { journal } = this.#d;
+    if (auth.kind === "job") {
+      const seen = new Set<string>();
+      const jobs: JobRecord[] = [];
+      for (let frontier = [auth.job]; frontier.length > 0;) {
+        const next: string[] = [];
+        for (const parent of frontier) {
+          for (const j of journal.listJobs({ creatorJob: parent })) {
+            if (seen.has(j.id)) continue;
+            seen.add(j.id);
+            jobs.push(j);
+            next.push(j.id);
+          }
+        }
+        frontier = next;
+      }
+      jobs.sort((a, b) => b.createdMs - a.createdMs);
+      return jobs.map(jobInfo);
+    }
     const jobs = auth.kind === "host"
-      ? this.#d.journal.listJobs()
-      : this.#d.journal.listJobs({ creatorSession: auth.session });
+      ? journal.listJobs()
+      : journal.listJobs({ creatorSession: auth.session });
     return jobs.map(jobInfo);
   }
 

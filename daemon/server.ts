@@ -44,11 +44,12 @@ async function drain(conn: Conn, ms: number): Promise<void> {
 }
 
 /**
- * What a Kit job's capability admits (spec 000 §3, spec 004 §3): a split and
- * its join. Everything else is refused, naming what to do instead.
+ * What a Kit job's capability admits (spec 000 §3, spec 004 §3): a split,
+ * its join, and `marsh jobs` of its own subtree. Everything else is refused,
+ * naming what to do instead.
  */
 function refuseInJob(t: ClientFrame["t"]): RequestError {
-  const only = "a job's capability admits only marsh split and marsh join";
+  const only = "a job's capability admits only marsh split, marsh join and marsh jobs";
   switch (t) {
     case "splits.list":
       return new RequestError(2, `refused in a Kit job: ${only}; a job's splits are its own`);
@@ -254,7 +255,8 @@ export class Server implements BranchSockets {
   async #dispatch(conn: Conn, frame: ClientFrame): Promise<void> {
     const splits = this.#splits!, hooks = this.#hooks!;
     if (
-      conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join"
+      conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
+      frame.t !== "jobs.list"
     ) {
       throw refuseInJob(frame.t);
     }

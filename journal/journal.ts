@@ -653,6 +653,12 @@ export class Journal implements Disposable {
       );
       params.cs = filter.creatorSession;
     }
+    if (filter.creatorJob !== undefined) {
+      where.push(
+        "j.split IN (SELECT id FROM splits WHERE creator_kind = 'job' AND creator_id = :cj)",
+      );
+      params.cj = filter.creatorJob;
+    }
     const sql = `SELECT j.* FROM jobs j ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY j.created_ms DESC, j.rowid`;
     return this.#read("list jobs", () => this.#all(sql, params).map((r) => jobFromRow(r)));

@@ -224,6 +224,8 @@ export interface JobFilter {
   readonly cleanups?: readonly JobCleanup[];
   /** Only jobs of splits whose creator is this session. */
   readonly creatorSession?: string;
+  /** Only jobs of splits whose creator is this job. */
+  readonly creatorJob?: string;
 }
 
 /** A capability: a daemon record, never a bearer secret (spec 000 §4). */

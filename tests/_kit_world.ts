@@ -84,3 +84,16 @@ export class World implements AsyncDisposable {
     }
   }
 }
+
+/** Pids of live processes whose command line holds every one of `needles` (through ps). */
+export async function pidsNaming(...needles: string[]): Promise<number[]> {
+  const out = await new Deno.Command("ps", { args: ["-eo", "pid=,stat=,args="], stdout: "piped" })
+    .output();
+  const pids: number[] = [];
+  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+    const m = /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line);
+    if (!m || m[2]!.startsWith("Z") || m[3]!.startsWith("ps ")) continue;
+    if (needles.every((n) => m[3]!.includes(n))) pids.push(Number(m[1]));
+  }
+  return pids;
+}

@@ -22,7 +22,7 @@ import {
   show,
   waitFor,
 } from "./_acceptance.ts";
-import { World } from "./_kit_world.ts";
+import { pidsNaming, World } from "./_kit_world.ts";
 
 Deno.test({
   name: "argv branches: patch and status through join, kit placement, job id, containers gone",
@@ -302,19 +302,6 @@ Deno.test({
     ["quiet", "cancelled", "removed"],
   ]);
 });
-
-/** Pids of live processes whose command line holds every one of `needles` (through ps). */
-async function pidsNaming(...needles: string[]): Promise<number[]> {
-  const out = await new Deno.Command("ps", { args: ["-eo", "pid=,stat=,args="], stdout: "piped" })
-    .output();
-  const pids: number[] = [];
-  for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
-    const m = /^\s*(\d+)\s+(\S+)\s+(.*)$/.exec(line);
-    if (!m || m[2]!.startsWith("Z") || m[3]!.startsWith("ps ")) continue;
-    if (needles.every((n) => m[3]!.includes(n))) pids.push(Number(m[1]));
-  }
-  return pids;
-}
 
 Deno.test({
   name:

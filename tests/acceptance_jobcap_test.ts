@@ -13,9 +13,17 @@
 
 import assert from "node:assert/strict";
 import type { Manifest } from "../protocol/manifest.ts";
-import { handleId, PERMISSIONS as permissions, Sandbox, show, waitFor } from "./_acceptance.ts";
+import {
+  exists,
+  finish,
+  handleId,
+  PERMISSIONS as permissions,
+  Sandbox,
+  show,
+  waitFor,
+} from "./_acceptance.ts";
 import { listContainers } from "./_engine.ts";
-import { World } from "./_kit_world.ts";
+import { pidsNaming, World } from "./_kit_world.ts";
 
 /** The lines a branch's patch adds to `path` (a new file), joined with newlines. */
 function added(patch: string, path: string): string {
@@ -83,7 +91,7 @@ Deno.test({
   const splits = added(patch, "splits.out");
   assert.match(
     splits,
-    /marsh splits: refused in a Kit job: .*admits only marsh split and marsh join/,
+    /marsh splits: refused in a Kit job: .*admits only marsh split, marsh join and marsh jobs/,
   );
   assert.match(splits, /\n2$/);
   assert.match(added(patch, "rm.out"), /refused in a Kit job.*\n2$/s);
@@ -127,7 +135,8 @@ Deno.test({
     `echo parent >> a.txt; rm secret.txt; ` +
     `P=$(basename "$(dirname "$PWD")"); ` +
     `env -i /run/marsh/bin/marsh split -n ::: n fixture sh -c '${nested}' x "$P" ` +
-    `| env -i /run/marsh/bin/marsh join > join.out 2>&1; echo "rc=$?" >> join.out`,
+    `| env -i /run/marsh/bin/marsh join > join.out 2>&1; echo "rc=$?" >> join.out; ` +
+    `env -i /run/marsh/bin/marsh jobs --json > jobs.txt 2>&1`,
   ]);
   assert.equal(r.code, 0, show(r));
   const id = handleId(r.stdout);
@@ -154,6 +163,9 @@ Deno.test({
   assert.deepEqual(child.parent, { split: id, label: "a" });
   assert.equal(child.state, "joined");
   assert.deepEqual(child.creator, { kind: "job", id: m.branches[0]!.job_id });
+  // `marsh jobs` in the job lists its own subtree: the nested branch's job.
+  const seen = JSON.parse(added(patch, "jobs.txt")) as { jobs: { split: string; label: string }[] };
+  assert.deepEqual(seen.jobs.map((j) => [j.split, j.label]), [[child.id, "n"]]);
   assert.equal((await w.containersOf(id)).length, 0);
 });
 
@@ -240,4 +252,55 @@ Deno.test({
   const hard = m[2] === "unlimited" ? Infinity : Number(m[2]);
   // Deno raises its soft limit to the hard one at start, which covers 4096.
   assert.ok(Number(m[1]) >= Math.min(4096, hard), limits);
+});
+
+Deno.test({
+  name: "job capability: a daemon restart revokes a running job's capability",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const { sb } = w;
+  // The Kit home is bound read-write: the job reports there, past its daemon's death.
+  const kitHome = `${sb.home}/kits/fixture/home`;
+  const creator = sb.spawnMarsh([
+    "split",
+    "-n",
+    ":::",
+    "j",
+    "fixture",
+    "sh",
+    "-c",
+    'env -i /run/marsh/bin/marsh jobs --json > "$HOME/before.txt" 2>&1; ' +
+    'until [ -e "$HOME/go" ]; do sleep 0.2; done; ' +
+    'env -i /run/marsh/bin/marsh split -n ::: x fixture true > "$HOME/after.txt" 2>&1; ' +
+    'echo "rc=$?" >> "$HOME/after.txt"; sleep 600',
+  ]);
+  const job = await waitFor("the job's container", async () => {
+    const j = (await w.jobs())[0];
+    return j?.container && exists(`${kitHome}/before.txt`) ? j : undefined;
+  });
+  w.splits.push(job.split);
+  // While its daemon lives, the capability answers.
+  assert.match(Deno.readTextFileSync(`${kitHome}/before.txt`), /^\{"jobs":\[\]\}/);
+  const workers = await pidsNaming("worker/main.ts", sb.home);
+  assert.equal(workers.length, 1, `worker pids ${workers}`);
+  Deno.kill(sb.daemonPid()!, "SIGKILL");
+  Deno.kill(workers[0]!, "SIGKILL");
+  await finish(creator, "the creator's marsh split");
+  const restarted = await sb.marsh(["daemon", "start"]);
+  assert.equal(restarted.code, 0, show(restarted));
+
+  Deno.writeTextFileSync(`${kitHome}/go`, "");
+  const after = await waitFor("the job's second request", () => {
+    const text = exists(`${kitHome}/after.txt`)
+      ? Deno.readTextFileSync(`${kitHome}/after.txt`)
+      : "";
+    return /rc=\d+/.test(text) ? text : undefined;
+  });
+  assert.match(after, /capability was revoked/);
+  assert.match(after, /rc=125/);
+  // Nothing was created for the revoked job.
+  assert.deepEqual((await allSplits(w)).map((s) => s.id), [job.split]);
+  const reset = await sb.marsh(["workers", "reset", "fixture"]);
+  assert.equal(reset.code, 0, show(reset));
 });

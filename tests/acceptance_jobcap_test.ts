@@ -304,3 +304,28 @@ Deno.test({
   const reset = await sb.marsh(["workers", "reset", "fixture"]);
   assert.equal(reset.code, 0, show(reset));
 });
+
+Deno.test({
+  name: "a shell branch's split is a nested split of its fork: argv-only, depth 2, joined by it",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n" });
+  const r = await w.split([
+    "-n",
+    "-b",
+    `s=echo branch >> a.txt; "$M" split -n ::: n fixture sh -c 'cat a.txt > seen.txt' ` +
+    `| "$M" join > join.out 2>&1; echo "rc=$?" >> join.out`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const id = handleId(r.stdout);
+  const m = await w.manifest(id);
+  const join = added(Deno.readTextFileSync(`${m.out}/s/diff.patch`), "join.out");
+  assert.match(join, /rc=0$/, join);
+  // The nested branch saw the shell branch's fork, edit included.
+  assert.equal(added(join, "seen.txt"), "hello\nbranch");
+  const child = (await allSplits(w)).find((s) => s.id !== id);
+  assert.ok(child);
+  assert.equal(child.depth, 2);
+  assert.deepEqual(child.parent, { split: id, label: "s" });
+  assert.equal(child.state, "joined");
+});

@@ -329,3 +329,54 @@ Deno.test({
   assert.deepEqual(child.parent, { split: id, label: "s" });
   assert.equal(child.state, "joined");
 });
+
+Deno.test({
+  name:
+    "links: the entry case runs the image's own program once; image tools stay local; other names refuse",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const { sb } = w;
+  // `git` as a Kit of its own, with no entrypoint: Docker resolves argv[0]
+  // through PATH, which finds the link first; the entry case execs the image's git.
+  const add = await sb.marsh(["kits", "add", "git", "--image", w.ref]);
+  assert.equal(add.code, 0, show(add));
+  // `ghost` is registered but the image has no such program: a child case.
+  const ghost = await sb.marsh(["kits", "add", "ghost", "--image", w.ref, "--entrypoint", "env"]);
+  assert.equal(ghost.code, 0, show(ghost));
+  const r = await w.split([
+    "-n",
+    ":::",
+    "e",
+    "git",
+    "--version",
+    ":::",
+    "t",
+    "fixture",
+    "sh",
+    "-c",
+    [
+      "command -v git > type.txt",
+      // Another registered name the image has: the image's program, not a child job.
+      "git --version > tool.txt 2>&1",
+      // The marker is not honoured off the entrypoint: the link is a child case here.
+      "ghost x > ghost.txt 2>&1; echo $? >> ghost.txt",
+      "MARSH_ENTRY=1 fixture x > own.txt 2>&1; echo $? >> own.txt",
+    ].join("; "),
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  assert.match(Deno.readTextFileSync(`${m.out}/e/stdout`), /^git version \d/);
+  const patch = Deno.readTextFileSync(`${m.out}/t/diff.patch`);
+  assert.equal(added(patch, "type.txt"), "/run/marsh/bin/git");
+  assert.match(added(patch, "tool.txt"), /^git version \d/);
+  assert.match(
+    added(patch, "ghost.txt"),
+    /marsh: ghost: running a registered command as a child job is not supported yet.*\n126$/s,
+  );
+  // Its own name from a shell (not docker-init's child): the child case too.
+  assert.match(
+    added(patch, "own.txt"),
+    /fixture: running a registered command as a child job.*\n126$/s,
+  );
+});

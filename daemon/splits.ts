@@ -893,6 +893,8 @@ export class Splits {
         stdout: `${dir}/stdout`,
         stderr: `${dir}/stderr`,
         outputLimit: OUTPUT_LIMIT,
+        // The forks' owner: the fork is writable and what the job writes is ours.
+        user: `${Deno.uid()}:${Deno.gid()}`,
         cap,
       },
       settings.graceMs,

@@ -97,7 +97,8 @@ export class WorkerLink {
         ...(engine === null ? workerFlags(home) : kitWorkerFlags(home, engine)),
         `--config=${new URL("deno.json", repo).pathname}`,
         new URL("worker/main.ts", repo).pathname,
-        ...(engine === null ? [] : [`--engine=${engine}`]),
+        // Its containers carry the control dir: `workers reset` touches this daemon's only.
+        ...(engine === null ? [] : [`--engine=${engine}`, `--owner=${home}`]),
       ],
       env: { MARSH_HOME: home },
       stdin: "piped",

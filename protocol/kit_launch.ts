@@ -100,6 +100,13 @@ export interface KitLaunch {
   /** Bytes of stdout and stderr together that are kept; more stops the container. */
   readonly outputLimit: number;
   /** The job capability bound at `/run/marsh` (spec 004 §4); `null` = none. */
+  /**
+   * The container's `uid:gid`: the forks' owner (the daemon's user), so the
+   * fork is writable whatever the image's `USER`, what the job writes is
+   * that user's, and Git in the container sees no dubious ownership. `null`:
+   * the image's user.
+   */
+  readonly user: string | null;
   readonly cap: KitCap | null;
 }
 
@@ -385,6 +392,19 @@ export function parseKitLaunch(x: unknown): KitLaunch {
     stdout: path(x, "stdout"),
     stderr: path(x, "stderr"),
     outputLimit: limit,
+    user: parseUser(x.user),
     cap: parseCap(x.cap, { job, kit, fork, admin }),
   };
+}
+
+/** A numeric `uid:gid`, each at most 2^32 - 2 (`-1` is no id). */
+export const USER_ID = /^(\d{1,10}):(\d{1,10})$/;
+
+function parseUser(x: unknown): string | null {
+  if (x === null) return null;
+  const m = typeof x === "string" ? USER_ID.exec(x) : null;
+  if (!m || [m[1], m[2]].some((n) => Number(n) > 4294967294)) {
+    fail("user must be null or a numeric uid:gid");
+  }
+  return x as string;
 }

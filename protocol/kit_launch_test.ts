@@ -36,6 +36,7 @@ function valid(): KitLaunch {
     stdout: "/state/marsh/attempts/x/stdout",
     stderr: "/state/marsh/attempts/x/stderr",
     outputLimit: 16 * 1024 * 1024,
+    user: null,
     cap: null,
   };
 }
@@ -121,6 +122,7 @@ Deno.test({ name: "parseKitLaunch: a job capability round-trips", permissions: "
   assert.deepEqual(parseKitLaunch(extra), l);
   const empty = {
     ...l,
+    user: null,
     cap: {
       ...l.cap,
       job: {
@@ -213,3 +215,18 @@ Deno.test({ name: "kit launch path and env rules", permissions: "none" }, () => 
     assert.ok(!isReservedEnvName(n), n);
   }
 });
+
+Deno.test(
+  { name: "parseKitLaunch: user is null or a numeric uid:gid", permissions: "none" },
+  () => {
+    for (const user of ["0:0", "1000:1000", "4294967294:4294967294"]) {
+      const l = { ...valid(), user };
+      assert.deepEqual(parseKitLaunch(JSON.parse(JSON.stringify(l))), l);
+    }
+    for (
+      const user of ["root", "1000", "1000:", ":0", "-1:0", "4294967295:0", "0:0:0", 0, undefined]
+    ) {
+      refused({ user }, /user must be null or a numeric uid:gid/);
+    }
+  },
+);

@@ -77,8 +77,9 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
     "--quiet",
     "--no-prompt",
     "--allow-env",
-    // checkOwned() compares the control dir's owner with Deno.uid().
-    "--allow-sys=uid",
+    // checkOwned() compares the control dir's owner with Deno.uid(); Kit
+    // containers run as the daemon's uid:gid.
+    "--allow-sys=uid,gid",
     `--allow-read=${home}`,
     `--allow-write=${home}`,
     `--allow-net=${sockets.join(",")}`,

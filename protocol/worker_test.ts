@@ -287,6 +287,7 @@ const kitLaunch = {
   stdout: "/ctl/attempts/s1-a-x1/stdout",
   stderr: "/ctl/attempts/s1-a-x1/stderr",
   outputLimit: 16 * 1024 * 1024,
+  user: null,
   cap: null,
 };
 

@@ -270,7 +270,8 @@ Deno.test({
     "fixture",
     "sh",
     "-c",
-    'env -i /run/marsh/bin/marsh jobs --json > "$HOME/before.txt" 2>&1; ' +
+    // Written whole, then renamed: the test reads it as soon as it exists.
+    'env -i /run/marsh/bin/marsh jobs --json > "$HOME/b.tmp" 2>&1; mv "$HOME/b.tmp" "$HOME/before.txt"; ' +
     'until [ -e "$HOME/go" ]; do sleep 0.2; done; ' +
     'env -i /run/marsh/bin/marsh split -n ::: x fixture true > "$HOME/after.txt" 2>&1; ' +
     'echo "rc=$?" >> "$HOME/after.txt"; sleep 600',

@@ -30,13 +30,14 @@
  *   cancel too); no log driver (the output is attached, never stored by the
  *   engine); `CAP_MKNOD` dropped, so no device node can be planted in a fork.
  *
- * The user is the image's (`Config.User`). Without user-namespace
- * remapping a container's uid is the host's uid: an image without `USER`
- * (the fixture Kit) runs as uid 0 with Docker's default capabilities, writes
- * the fork (made by a root daemon, so owned by root), and what it creates
- * there is owned by host root, set-uid bits included: the fork should not
- * honour them on the host (`nosuid` on the fork's mount). An image whose
- * `USER` is not root cannot write a root-owned fork at all (`EACCES`).
+ * The user is the launch's `user`, the forks' owner (the daemon's uid and
+ * gid), else the image's (`Config.User`). Without user-namespace remapping
+ * a container's uid is the host's: as the forks' owner it can write its
+ * fork whatever the image's `USER` (an image user that is not the owner
+ * would get `EACCES` on every write), Git inside sees no dubious
+ * ownership, and what it creates is the owner's, never root's on a
+ * non-root daemon's project. The image user's home is still where the
+ * Kit home is bound.
  *
  * Needs what `DockerApi` needs (`--allow-net=unix:<socket>`, read and write
  * on the socket, unscoped `--allow-env`), write access to the output files'
@@ -77,6 +78,8 @@ export const LABEL_ATTEMPT = "marsh.attempt";
 export const LABEL_SPLIT = "marsh.split";
 export const LABEL_LABEL = "marsh.label";
 export const LABEL_KIT = "marsh.kit";
+/** The daemon's control dir: whose container it is on a shared engine. */
+export const LABEL_OWNER = "marsh.owner";
 /** Container names: `marsh-<attempt>`. */
 export const CONTAINER_PREFIX = "marsh-";
 /** How long removal is retried before it counts as unverified. */
@@ -121,6 +124,8 @@ export interface KitRunOptions {
   readonly removeTimeoutMs?: number;
   /** Default {@linkcode DRAIN_MS}. */
   readonly drainMs?: number;
+  /** The daemon's control dir, as the `marsh.owner` label ({@linkcode LABEL_OWNER}). */
+  readonly owner?: string | null;
 }
 
 type StopSignal = "SIGINT" | "SIGKILL";
@@ -230,13 +235,14 @@ async function writeJobJson(
 }
 
 /** The labels of `launch`'s container. */
-export function kitLabels(launch: KitLaunch): Record<string, string> {
+export function kitLabels(launch: KitLaunch, owner: string | null = null): Record<string, string> {
   return {
     [LABEL_JOB]: launch.job,
     [LABEL_ATTEMPT]: launch.attempt,
     [LABEL_SPLIT]: launch.split,
     [LABEL_LABEL]: launch.label,
     [LABEL_KIT]: launch.kit.name,
+    ...(owner === null ? {} : { [LABEL_OWNER]: owner }),
   };
 }
 
@@ -246,6 +252,7 @@ function containerBody(
   image: { readonly id: string; readonly path: string | null },
   home: string,
   graceMs: number,
+  owner: string | null,
 ): Record<string, unknown> {
   const { entrypoint, cmd } = kitCommand(launch);
   const stdin = launch.stdin !== null;
@@ -254,8 +261,9 @@ function containerBody(
     Image: image.id,
     ...(entrypoint === null ? {} : { Entrypoint: entrypoint }),
     Cmd: cmd,
+    ...(launch.user === null ? {} : { User: launch.user }),
     Env: kitEnv(launch, home, image.path),
-    Labels: kitLabels(launch),
+    Labels: kitLabels(launch, owner),
     WorkingDir: launch.cwd,
     Tty: false,
     OpenStdin: stdin,
@@ -726,7 +734,7 @@ export async function runKitContainer(
   const home = guestHome(launch.attempt, launch.kit.image, image);
   const planned = planMounts(launch, home);
   const path = imagePath(image.env);
-  const body = containerBody(launch, { id: image.id, path }, home, graceMs);
+  const body = containerBody(launch, { id: image.id, path }, home, graceMs, opts.owner ?? null);
   const files = await openFiles(launch);
   try {
     signal.throwIfAborted();

@@ -180,6 +180,7 @@ async function setup(
         stdout: `${dir}/stdout`,
         stderr: `${dir}/stderr`,
         outputLimit: 16 * MiB,
+        user: null,
         cap: null,
         ...rest,
       };
@@ -222,6 +223,29 @@ async function noLeftovers(ctx: Ctx): Promise<void> {
 
 for (const forks of ["copy", "auto"] as const) {
   const kind = forks === "copy" ? "copy fork" : "overlay fork";
+
+  Deno.test({
+    name: `kit container (${kind}): user runs it as that uid:gid; what it writes is theirs`,
+    permissions: perms,
+  }, async () => {
+    await using ctx = await setup({ forks });
+    const fork = ctx.forks.get("a")!.path;
+    // The forks' owner is the daemon's user; here a made-up one owns this fork.
+    await new Deno.Command("chown", { args: ["-R", "4321:8765", fork] }).output();
+    const r = await ctx.run(
+      ctx.launch("a", ["sh", "-c", "id -u; id -g; mkdir d && echo x > d/f"], {
+        user: "4321:8765",
+      }),
+    );
+    const exit = ok(r);
+    assert.equal(exit.code, 0, r.stderr);
+    assert.equal(r.stdout, "4321\n8765\n");
+    for (const p of [`${fork}/d`, `${fork}/d/f`]) {
+      const st = Deno.statSync(p);
+      assert.deepEqual([st.uid, st.gid], [4321, 8765], p);
+    }
+    await noLeftovers(ctx);
+  });
 
   Deno.test({
     name: `kit container (${kind}): writes land in the fork, cwd is the same absolute path`,
@@ -953,6 +977,7 @@ function bare(over: Over = {}): KitLaunch {
     stdout: "/c/o",
     stderr: "/c/e",
     outputLimit: 1,
+    user: null,
     cap: null,
     ...rest,
   };

@@ -38,6 +38,7 @@ function launch(over: Partial<KitLaunch> = {}): KitLaunch {
     stdout: "/c/o",
     stderr: "/c/e",
     outputLimit: 1,
+    user: null,
     cap: null,
     ...over,
   };

@@ -27,6 +27,7 @@ import {
   LABEL_JOB,
   LABEL_KIT,
   LABEL_LABEL,
+  LABEL_OWNER,
   LABEL_SPLIT,
   removeVerified,
   runKitContainer,
@@ -43,6 +44,12 @@ export interface KitRunnerOptions {
   readonly api: DockerApi;
   /** Notes for the daemon's log. */
   readonly log?: (message: string) => void;
+  /**
+   * The daemon's control dir, in every container's `marsh.owner` label:
+   * `kit-reset` removes only this daemon's containers, never another's on a
+   * shared engine. `null` (tests): no such label, and reset takes any.
+   */
+  readonly owner?: string | null;
 }
 
 function describe(error: unknown): string {
@@ -110,6 +117,7 @@ export class KitRunner {
     try {
       const exit = await runKitContainer(api, req, signal, {
         graceMs: req.graceMs ?? DEFAULT_GRACE_MS,
+        owner: this.#opts.owner ?? null,
         onContainer: (id) => {
           container = id;
           emit({ v: 1, t: "launched", attempt, container: id });
@@ -187,7 +195,11 @@ export class KitRunner {
     const failed: (ResetContainer & { message: string })[] = [];
     let found;
     try {
-      found = await findLeftoverContainers(api, { [LABEL_KIT]: req.kit });
+      const owner = this.#opts.owner ?? null;
+      found = await findLeftoverContainers(api, {
+        [LABEL_KIT]: req.kit,
+        ...(owner === null ? {} : { [LABEL_OWNER]: owner }),
+      });
     } catch (error) {
       emit({
         v: 1,

@@ -26,7 +26,7 @@ class Worker implements AsyncDisposable {
   readonly #reading: Promise<void>;
   #wake: () => void = () => {};
 
-  constructor(control: string, socket: string | null) {
+  constructor(control: string, socket: string | null, owner?: string) {
     const child = new Deno.Command(denoPath(), {
       args: [
         "run",
@@ -34,6 +34,7 @@ class Worker implements AsyncDisposable {
         `--config=${root}deno.json`,
         `${root}worker/main.ts`,
         ...(socket === null ? [] : [`--engine=${socket}`]),
+        ...(owner === undefined ? [] : [`--owner=${owner}`]),
       ],
       stdin: "piped",
       stdout: "piped",
@@ -110,6 +111,7 @@ async function world() {
       stdout: `${base}/control/${attempt}/stdout`,
       stderr: `${base}/control/${attempt}/stderr`,
       outputLimit: 1024,
+      user: null,
       cap: null,
       graceMs: 500,
     };
@@ -205,6 +207,42 @@ Deno.test({
 });
 
 Deno.test({
+  name: "kit worker: kit-reset with an owner leaves another daemon's containers alone",
+  permissions: perms,
+}, async () => {
+  await using w = await world();
+  // Two daemons on one engine: their workers label containers with their control dirs.
+  await using mine = new Worker(`${w.base}/control`, w.socket, "/state/a");
+  await using theirs = new Worker(`${w.base}/control`, w.socket, "/state/b");
+  await mine.send(w.launch("gone", ["true"]));
+  await mine.wait((e) => e.t === "settled" && of("gone")(e), "gone settled");
+  const other = new Worker(`${w.base}/control`, w.socket, "/state/a");
+  await other.send(w.launch("orphan", ["sleep", "300"]));
+  const orphan = await other.wait((e) => e.t === "launched" && of("orphan")(e), "orphan");
+  await theirs.send(w.launch("foreign", ["sleep", "300"]));
+  const foreign = await theirs.wait((e) => e.t === "launched" && of("foreign")(e), "foreign");
+  const foreignId = (foreign as { container: string }).container;
+  const labels = (await listContainers(w.socket, [`marsh.attempt=foreign`]))[0];
+  assert.ok(labels, "the foreign container exists");
+
+  await mine.send({ v: 1, t: "kit-reset", id: "r1", kit: w.kit });
+  const done = await mine.wait((e) => e.t === "kit-reset-done", "reset done");
+  assert.ok(done.t === "kit-reset-done");
+  // Its own leftover goes; the other daemon's live container is not even looked at.
+  assert.deepEqual(done.removed.map((c) => c.container), [
+    (orphan as { container: string }).container,
+  ]);
+  assert.deepEqual(done.live, []);
+  const left = await listContainers(w.socket, [`marsh.split=${w.split}`]);
+  assert.deepEqual(left.map((c) => c.id), [foreignId]);
+
+  await other.wait((e) => of("orphan")(e) && (e.t === "settled" || e.t === "error"), "orphan end");
+  await other[Symbol.asyncDispose]();
+  await theirs.send({ v: 1, t: "cancel", attempt: "foreign" });
+  await theirs.wait((e) => e.t === "settled" && of("foreign")(e), "foreign settled");
+});
+
+Deno.test({
   name: "kit worker: without an engine a kit-launch and a kit-reset are refused",
   permissions: perms,
 }, async () => {
@@ -237,6 +275,7 @@ Deno.test({
       stdout: `${base}/o`,
       stderr: `${base}/e`,
       outputLimit: 1,
+      user: null,
       cap: null,
     });
     await worker.send({ v: 1, t: "kit-reset", id: "r", kit: "k" });

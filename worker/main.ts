@@ -69,9 +69,11 @@ async function kitRunner(): Promise<KitRunner | null> {
     import("../engine/docker_api.ts"),
     import("./kit_runner.ts"),
   ]);
+  const owner = Deno.args.find((a) => a.startsWith("--owner="))?.slice("--owner=".length) ?? null;
   return new KitRunner({
     emit: send,
     api: new DockerApi(socket),
+    owner,
     log: (message) => console.error(`marsh worker: ${message}`),
   });
 }

@@ -356,6 +356,16 @@ export class Splits {
     }
     const id = newId();
     const auth = conn.authority;
+    // The creator may have ended while the project was located: a branch's or
+    // a job's split is recorded only under a live capability (spec 004 §3).
+    if (
+      auth.kind !== "host" && journal.getCapability(`${auth.split}/${auth.label}`)?.state !== "live"
+    ) {
+      throw new RequestError(
+        125,
+        "the capability of this caller was revoked: its branch or job ended",
+      );
+    }
     const session = auth.kind === "host" ? "host" : auth.session;
     const parentSplit = auth.kind !== "host" ? journal.getSplit(auth.split) : null;
     const now = Date.now();

@@ -292,11 +292,18 @@ Deno.test({
   assert.equal(restarted.code, 0, show(restarted));
 
   Deno.writeTextFileSync(`${kitHome}/go`, "");
+  const read = (name: string) =>
+    exists(`${kitHome}/${name}`) ? Deno.readTextFileSync(`${kitHome}/${name}`) : "";
   const after = await waitFor("the job's second request", () => {
-    const text = exists(`${kitHome}/after.txt`)
-      ? Deno.readTextFileSync(`${kitHome}/after.txt`)
-      : "";
+    const text = read("after.txt");
     return /rc=\d+/.test(text) ? text : undefined;
+  }, 90_000).catch(async (error) => {
+    const left = await w.containersOf(job.split);
+    throw new Error(
+      `${error.message}; after.txt: ${JSON.stringify(read("after.txt"))}; containers: ${
+        JSON.stringify(left)
+      }; log: ${Deno.readTextFileSync(`${sb.home}/marshd.log`).slice(-3000)}`,
+    );
   });
   assert.match(after, /capability was revoked/);
   assert.match(after, /rc=125/);

@@ -46,6 +46,7 @@ import { fmtMs, fmtRatio, table } from "./_format.ts";
 import { type CommandSpec, describeCommand, runChecked } from "./_command.ts";
 import type { HardenedGit } from "./_git.ts";
 import { marshOps } from "./marsh_ops.ts";
+import { exists, type ManifestView, parseManifest } from "./split_e2e.ts";
 import { median, settle, summarize, type Summary } from "./measure.ts";
 import { cliEnv, ensureEngine, fixtureKit } from "../tests/_engine.ts";
 
@@ -354,40 +355,6 @@ function dockerEnv(): Record<string, string> {
 
 // ---------------------------------------------------------------------------
 // One run of each side
-
-interface ManifestView {
-  readonly id: string;
-  readonly state: string;
-  readonly dir: string;
-  readonly created_unix_ms: number;
-  readonly timing_ms: Readonly<Record<string, number>>;
-  readonly branches: readonly {
-    readonly label: string;
-    readonly state: string;
-    readonly status?: string;
-    readonly started_unix_ms?: number;
-    readonly finished_unix_ms?: number;
-    readonly fork_strategy?: string;
-  }[];
-}
-
-function parseManifest(text: string): ManifestView {
-  const m = JSON.parse(text) as ManifestView;
-  if (typeof m.id !== "string" || !Array.isArray(m.branches)) {
-    throw new Error(`marsh join --json printed no manifest: ${text.slice(0, 200)}`);
-  }
-  return m;
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.lstat(path);
-    return true;
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
-    throw err;
-  }
-}
 
 function splitArgs(n: number): string[] {
   const args = ["split", "-n"];

@@ -111,7 +111,8 @@ export interface SplitE2eResult {
   readonly rows: readonly SplitE2eRow[];
 }
 
-interface ManifestView {
+/** What the benches read of `marsh join --json`'s manifest. */
+export interface ManifestView {
   readonly id: string;
   readonly state: string;
   readonly dir: string;
@@ -119,12 +120,16 @@ interface ManifestView {
   readonly timing_ms: Readonly<Record<string, number>>;
   readonly branches: readonly {
     readonly label: string;
+    readonly state?: string;
+    readonly status?: string;
     readonly started_unix_ms?: number;
+    readonly finished_unix_ms?: number;
     readonly fork_strategy?: string;
   }[];
 }
 
-function parseManifest(text: string): ManifestView {
+/** `marsh join --json`'s output as a manifest, or an error quoting it. */
+export function parseManifest(text: string): ManifestView {
   const m = JSON.parse(text) as ManifestView;
   if (typeof m.id !== "string" || !Array.isArray(m.branches)) {
     throw new Error(`marsh join --json printed no manifest: ${text.slice(0, 200)}`);
@@ -132,7 +137,8 @@ function parseManifest(text: string): ManifestView {
   return m;
 }
 
-async function exists(path: string): Promise<boolean> {
+/** Whether `path` exists (without following a final symlink). */
+export async function exists(path: string): Promise<boolean> {
   try {
     await Deno.lstat(path);
     return true;

@@ -136,19 +136,33 @@ Example:
   marsh workers reset fixture
 `;
 
-/** Adds `marsh jobs` and `marsh workers reset` to `program`. */
-export function registerJobsCommands(program: Command, ctx: EngineCommandsContext): void {
+/**
+ * Adds `marsh jobs [--json]` to `program`, described by `description` and
+ * `help` (the host's and the in-job CLI's say what each may see).
+ */
+export function registerJobsList(
+  program: Command,
+  ctx: Pick<EngineCommandsContext, "io" | "setStatus" | "userErrors">,
+  description = "List Kit jobs (argv branches) with their state and exit.",
+  help = JOBS_HELP,
+): void {
   const { io, setStatus, userErrors } = ctx;
   userErrors(program.command("jobs"), "marsh jobs")
-    .description("List Kit jobs (argv branches) with their state and exit.")
+    .description(description)
     .option(
       "--json",
       'print {"jobs":[{id,kit,split,label,state,status,code,container,cleanup,args,...}]}',
     )
-    .addHelpText("after", JOBS_HELP)
+    .addHelpText("after", help)
     .action(async (opts: { json?: boolean }) => {
       setStatus(await jobsCommand({ json: opts.json === true }, io));
     });
+}
+
+/** Adds `marsh jobs` and `marsh workers reset` to `program`. */
+export function registerJobsCommands(program: Command, ctx: EngineCommandsContext): void {
+  const { io, setStatus, userErrors } = ctx;
+  registerJobsList(program, ctx);
   const workers = userErrors(program.command("workers"), "marsh workers")
     .description("Manage the containers Kit jobs left behind.");
   userErrors(workers.command("reset"), "marsh workers reset")

@@ -26,7 +26,7 @@
 import type { Command } from "commander";
 import { type CliContext, errorLine, runCli } from "../client/cli_program.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
-import { jobsCommand } from "../client/jobs_command.ts";
+import { registerJobsList } from "../client/jobs_command.ts";
 import { CAP_FILES, CAP_TARGET, type JobJson, LINK_NAME } from "../protocol/job_capability.ts";
 
 /** Where `job.json` is, instead of `/run/marsh`, for tests outside a container. */
@@ -127,18 +127,13 @@ from the session shell.
 
 /** The job's own commands after `split`, `join` and `splits`: `jobs`. */
 export function registerJobCommands(program: Command, ctx: CliContext): void {
-  const { io, setStatus, userErrors } = ctx;
   program.addHelpText("after", JOB_HELP);
-  userErrors(program.command("jobs"), "marsh jobs")
-    .description("List the Kit jobs this job may see, with their state and exit.")
-    .option(
-      "--json",
-      'print {"jobs":[{id,kit,split,label,state,status,code,container,cleanup,args,...}]}',
-    )
-    .addHelpText("after", JOBS_HELP)
-    .action(async (opts: { json?: boolean }) => {
-      setStatus(await jobsCommand({ json: opts.json === true }, io));
-    });
+  registerJobsList(
+    program,
+    ctx,
+    "List the Kit jobs this job may see, with their state and exit.",
+    JOBS_HELP,
+  );
 }
 
 /**

@@ -330,8 +330,9 @@ Deno.test({
   // The daemon and its worker die at once: nothing is left to remove the container.
   const workers = await pidsNaming("worker/main.ts", sb.home);
   assert.equal(workers.length, 1, `worker pids ${workers}`);
-  Deno.kill(oldPid, "SIGKILL");
-  Deno.kill(workers[0]!, "SIGKILL");
+  // Frozen first, then killed: the worker may not see its daemon go and stop the container.
+  for (const pid of [workers[0]!, oldPid]) Deno.kill(pid, "SIGSTOP");
+  for (const pid of [workers[0]!, oldPid]) Deno.kill(pid, "SIGKILL");
   const lost = await finish(creator, "the creator's marsh split");
   assert.notEqual(lost.code, 0, show(lost));
   const id = job.split;

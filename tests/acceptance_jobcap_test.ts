@@ -285,8 +285,10 @@ Deno.test({
   assert.match(Deno.readTextFileSync(`${kitHome}/before.txt`), /^\{"jobs":\[\]\}/);
   const workers = await pidsNaming("worker/main.ts", sb.home);
   assert.equal(workers.length, 1, `worker pids ${workers}`);
-  Deno.kill(sb.daemonPid()!, "SIGKILL");
-  Deno.kill(workers[0]!, "SIGKILL");
+  // Frozen first, then killed: neither may see the other go and stop the container.
+  const daemon = sb.daemonPid()!;
+  for (const pid of [workers[0]!, daemon]) Deno.kill(pid, "SIGSTOP");
+  for (const pid of [workers[0]!, daemon]) Deno.kill(pid, "SIGKILL");
   await finish(creator, "the creator's marsh split");
   const restarted = await sb.marsh(["daemon", "start"]);
   assert.equal(restarted.code, 0, show(restarted));

@@ -669,6 +669,22 @@ export class Dir implements Disposable {
     check(libc().symlinkat(t, this.fd, cstr(name)), "symlinkat", join(this.path, name));
   }
 
+  /**
+   * Hard-links a child as `toName` in `to` (`linkat` with flags 0): both ends
+   * are (descriptor, name), nothing is resolved by path, and a symlink at
+   * `name` is never followed (the new name would be that symlink itself).
+   * Never replaces an existing destination (`EEXIST`).
+   */
+  link(name: string, to: Dir, toName: string): void {
+    checkName(name, this.path);
+    checkName(toName, to.path);
+    check(
+      libc().linkat(this.fd, cstr(name), to.fd, cstr(toName), 0),
+      "linkat",
+      join(to.path, toName),
+    );
+  }
+
   /** Renames a child into another directory; never replaces an existing destination. */
   rename(name: string, to: Dir, toName: string): void {
     checkName(name, this.path);

@@ -204,3 +204,39 @@ Deno.test(
     }
   },
 );
+
+Deno.test({
+  name: "Dir.link hard-links through descriptors, never replaces, never follows a symlink",
+  permissions: perms,
+}, () => {
+  const root = tempDir();
+  const outside = tempDir();
+  try {
+    using dir = Dir.openAbsolute(root);
+    using a = dir.ensureDir("a");
+    using b = dir.ensureDir("b");
+    a.writeNewFile("f", new TextEncoder().encode("shared\n"), 0o444);
+    a.link("f", b, "g");
+    const [sf, sg] = [a.statAt("f")!, b.statAt("g")!];
+    assert.equal(sg.ino, sf.ino);
+    assert.equal(sg.dev, sf.dev);
+    assert.equal(sg.nlink, 2);
+    assert.equal(sg.perm, 0o444);
+    // An existing destination is never replaced.
+    assert.throws(() => a.link("f", b, "g"), (e) => e instanceof FsError && e.code === "EEXIST");
+    assert.throws(
+      () => a.link("missing", b, "h"),
+      (e) => e instanceof FsError && e.code === "ENOENT",
+    );
+    // A symlink is linked as itself: its target is not reached.
+    Deno.writeTextFileSync(`${outside}/target`, "outside\n");
+    a.symlink(new TextEncoder().encode(`${outside}/target`), "s");
+    a.link("s", b, "s2");
+    assert.equal(b.statAt("s2")?.kind, "symlink");
+    assert.equal(Deno.lstatSync(`${outside}/target`).nlink, 1);
+    assert.throws(() => a.link("f", b, "../escape"), TypeError);
+  } finally {
+    Deno.removeSync(root, { recursive: true });
+    Deno.removeSync(outside, { recursive: true });
+  }
+});

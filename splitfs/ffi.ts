@@ -25,6 +25,7 @@ const SYMBOLS = {
   unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
   readlinkat: { parameters: ["i32", "buffer", "buffer", "usize"], result: "isize" },
   symlinkat: { parameters: ["buffer", "i32", "buffer"], result: "i32" },
+  linkat: { parameters: ["i32", "buffer", "i32", "buffer", "i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   getdents64: { parameters: ["i32", "buffer", "usize"], result: "isize" },

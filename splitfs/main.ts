@@ -153,7 +153,10 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     }
     case "fork": {
       const t0 = performance.now();
-      const f = workspace(req.id).fork(req.label, { progress: progressSender(progressMs) });
+      const f = workspace(req.id).fork(req.label, {
+        progress: progressSender(progressMs),
+        shareIndex: req.shareIndex ?? false,
+      });
       send({
         v: 1,
         t: "forked",

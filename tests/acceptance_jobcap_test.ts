@@ -390,3 +390,18 @@ Deno.test({
     /fixture: running a registered command as a child job.*\n126$/s,
   );
 });
+
+Deno.test({
+  name: "a shell branch's fork shares the split's index by hard link; a Kit branch's has its own",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const r = await w.split(["-n", "-b", "s=sleep 0.1", ":::", "k", "fixture", "true"]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const admin = `${m.dir}/.admin`;
+  const ino = (p: string) => Deno.statSync(p).ino;
+  assert.equal(ino(`${admin}/s/index`), ino(`${admin}/.index`));
+  assert.notEqual(ino(`${admin}/k/index`), ino(`${admin}/.index`));
+  assert.deepEqual(Deno.readFileSync(`${admin}/k/index`), Deno.readFileSync(`${admin}/.index`));
+});

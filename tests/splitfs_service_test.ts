@@ -220,6 +220,39 @@ async function rendered(
 }
 
 Deno.test(
+  { name: "service: a fork request's shareIndex links the split's index", permissions: perms },
+  async () => {
+    using sb = sandbox("marsh-service-");
+    await gitProject(sb, { "top.txt": "t\n" });
+    await using svc = SplitfsService.start();
+    const c = await created(svc, "si", sb.root, { HOME: sb.home });
+    const shared = `${c.dir}/.admin/.index`;
+    const ino = (label: string) => Deno.lstatSync(`${c.dir}/.admin/${label}/index`).ino;
+    await svc.request<ForkedReply>({ v: 1, t: "fork", id: "si", label: "a", shareIndex: true });
+    await svc.request<ForkedReply>({ v: 1, t: "fork", id: "si", label: "b", shareIndex: false });
+    await forked(svc, "si", "c");
+    assert.equal(Deno.lstatSync(shared).mode! & 0o777, 0o444);
+    assert.equal(ino("a"), Deno.lstatSync(shared).ino);
+    assert.notEqual(ino("b"), Deno.lstatSync(shared).ino);
+    assert.notEqual(ino("c"), Deno.lstatSync(shared).ino);
+    await assert.rejects(
+      svc.request(
+        { v: 1, t: "fork", id: "si", label: "d", shareIndex: "yes" } as unknown as Parameters<
+          typeof svc.request
+        >[0],
+      ),
+      failsWith("input", /shareIndex must be a boolean/),
+    );
+    assert.equal(
+      (await svc.request<CapturedReply>({ v: 1, t: "capture", id: "si", label: "a" })).files,
+      0,
+    );
+    assert.equal((await svc.request({ v: 1, t: "remove", id: "si" })).t, "ok");
+    assert.ok(!exists(c.dir));
+  },
+);
+
+Deno.test(
   {
     name: "service: locate and create find the project root from the caller's cwd",
     permissions: perms,

@@ -190,8 +190,9 @@ export class Server implements BranchSockets {
 
   /**
    * A Kit attempt's capability socket; its connections carry that job's
-   * authority. Mode 0666: the job's user is the image's, and the socket is
-   * reachable only through the 0700 control dir or the container's bind.
+   * authority. Mode 0666: any user inside the job may use it (a root
+   * container may switch users), and on the host it is reachable only
+   * through the 0700 control dir.
    */
   openJob(authority: Extract<Authority, { kind: "job" }>): string {
     const n = this.#freeCaps.shift();

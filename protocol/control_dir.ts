@@ -47,8 +47,9 @@ export function controlDirPath(env: { get(name: string): string | undefined } = 
 
 /**
  * Job capability sockets (`/run/marsh/cap.sock` of each Kit attempt) are
- * pre-named slots too, in their own dir: a container binds its slot's socket
- * file, so a slot is reused only after its container is verified deleted.
+ * pre-named slots too, in their own dir. A slot frees when its job ends; a
+ * container that may outlive that keeps the old socket's inode bound (a bind
+ * pins the inode, not the path), so a reuse of the path never reaches it.
  */
 export const CAP_SOCKETS_DIR = "c";
 export const CAP_SOCKET_SLOTS = 16;

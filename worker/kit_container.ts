@@ -28,7 +28,8 @@
  *   `marsh.kit`; the name `marsh-<attempt>`; stop signal `SIGINT` with the
  *   grace as the stop timeout (so an operator's `docker stop` is our
  *   cancel too); no log driver (the output is attached, never stored by the
- *   engine); `CAP_MKNOD` dropped, so no device node can be planted in a fork.
+ *   engine); `CAP_MKNOD` dropped, so no device node can be planted in a fork;
+ *   `no-new-privileges`, so no set-uid program raises the job's privileges.
  *
  * The user is the launch's `user`, the forks' owner (the daemon's uid and
  * gid), else the image's (`Config.User`). Without user-namespace remapping
@@ -279,6 +280,10 @@ function containerBody(
       Privileged: false,
       AutoRemove: false,
       CapDrop: ["MKNOD"],
+      // A set-uid program in the image (or one the job plants) never raises
+      // the job's privileges: without user-namespace remapping, container
+      // root is host root as far as its mounts go.
+      SecurityOpt: ["no-new-privileges"],
       LogConfig: { Type: "none", Config: {} },
     },
   };

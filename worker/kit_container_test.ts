@@ -225,7 +225,8 @@ for (const forks of ["copy", "auto"] as const) {
   const kind = forks === "copy" ? "copy fork" : "overlay fork";
 
   Deno.test({
-    name: `kit container (${kind}): user runs it as that uid:gid; what it writes is theirs`,
+    name:
+      `kit container (${kind}): user runs it as that uid:gid, no new privileges; what it writes is theirs`,
     permissions: perms,
   }, async () => {
     await using ctx = await setup({ forks });
@@ -233,13 +234,16 @@ for (const forks of ["copy", "auto"] as const) {
     // The forks' owner is the daemon's user; here a made-up one owns this fork.
     await new Deno.Command("chown", { args: ["-R", "4321:8765", fork] }).output();
     const r = await ctx.run(
-      ctx.launch("a", ["sh", "-c", "id -u; id -g; mkdir d && echo x > d/f"], {
-        user: "4321:8765",
-      }),
+      ctx.launch(
+        "a",
+        ["sh", "-c", "id -u; id -g; grep NoNewPrivs /proc/self/status; mkdir d && echo x > d/f"],
+        { user: "4321:8765" },
+      ),
     );
     const exit = ok(r);
     assert.equal(exit.code, 0, r.stderr);
-    assert.equal(r.stdout, "4321\n8765\n");
+    // no-new-privileges: no set-uid program can raise the job's privileges.
+    assert.match(r.stdout, /^4321\n8765\nNoNewPrivs:\s+1\n$/);
     for (const p of [`${fork}/d`, `${fork}/d/f`]) {
       const st = Deno.statSync(p);
       assert.deepEqual([st.uid, st.gid], [4321, 8765], p);

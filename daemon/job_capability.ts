@@ -13,16 +13,15 @@
 
 import {
   CAP_FILES,
+  CAP_SOCKET,
   type JobJson,
   LINK_NAME,
   linkScript,
   stubScript,
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
+import { POOL_SIZE } from "./pool.ts";
 import { MAX_BRANCHES, MAX_DEPTH } from "./splits.ts";
-
-/** The pool of concurrent branches per session (spec 000 §4). */
-export const POOL_SIZE = 8;
 
 /** `job.json` as the daemon knows it: the worker adds `path`. */
 export type JobJsonBase = Omit<JobJson, "path">;
@@ -42,7 +41,7 @@ export function jobJsonBase(
     // Cross-Kit spawning is allowed by default (spec 004 §6); nothing narrows it yet.
     spawn: names,
     registered: names,
-    socket: "/run/marsh/cap.sock",
+    socket: CAP_SOCKET,
     limits: { pool: POOL_SIZE, depth: MAX_DEPTH, same_kit: 2, fan_out: MAX_BRANCHES, total: 64 },
     // Digests of the starting environment are not computed yet (issue 5 §4).
     env: {},

@@ -34,7 +34,7 @@ import { manifestOf } from "./manifest.ts";
 import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
-import { isReservedEnvName, type KitCap } from "../protocol/kit_launch.ts";
+import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
 
 /** Spec 000 §4 and §12 bounds. */
 export const MAX_BRANCHES = 16;
@@ -200,11 +200,6 @@ function outputSize(dir: string): number {
   return n;
 }
 
-/** Whether `p` is `dir` or below it (both absolute and clean). */
-function isWithinPath(p: string, dir: string): boolean {
-  return p === dir || p.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
-}
-
 function exists(path: string): boolean {
   try {
     Deno.lstatSync(path);
@@ -304,7 +299,7 @@ export class Splits {
         throw new RequestError(2, `depth limit ${MAX_DEPTH} reached`);
       }
     }
-    if (auth.kind === "job" && !isWithinPath(req.cwd, auth.fork)) {
+    if (auth.kind === "job" && !isWithin(req.cwd, auth.fork)) {
       // The job's view is its fork: a split of anything else is not its to make.
       throw new RequestError(
         2,

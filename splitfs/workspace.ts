@@ -119,6 +119,11 @@ export interface NestedParent extends SplitParent {
   readonly objectDirs?: readonly string[];
 }
 
+/** A split of the user's tree's object dirs: its store's, then the user's (a Git project). */
+function ownObjectDirs(root: string, splitDir: string, isGit: boolean): string[] {
+  return [`${splitDir}/${STORE_DIR}/objects`, ...(isGit ? [`${root}/.git/objects`] : [])];
+}
+
 /** Why a nested split's forks are what they are. */
 export const NESTED_FORK_REASON =
   "a nested split's forks are copies: the project's layer chains belong to the user's tree";
@@ -266,11 +271,7 @@ export class SplitWorkspace implements Disposable {
     this.identity = init.identity;
     this.isGit = init.isGit;
     this.parent = init.parent ?? null;
-    this.#objectDirs = init.objectDirs ??
-      [
-        `${this.dirPath}/${STORE_DIR}/objects`,
-        ...(init.isGit ? [`${init.root}/.git/objects`] : []),
-      ];
+    this.#objectDirs = init.objectDirs ?? ownObjectDirs(init.root, this.dirPath, init.isGit);
     this.#rootDir = init.rootDir;
     this.#marsh = init.marsh;
     this.#splits = init.splits;
@@ -349,8 +350,7 @@ export class SplitWorkspace implements Disposable {
         ignore = meta.ignore;
         sharedIndexes = meta.sharedIndexes;
         const parentPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${parent.split}`;
-        const inherited = parent.objectDirs ??
-          [`${parentPath}/${STORE_DIR}/objects`, ...(isGit ? [`${root}/.git/objects`] : [])];
+        const inherited = parent.objectDirs ?? ownObjectDirs(root, parentPath, isGit);
         objectDirs = unique([
           `${dirPath}/${STORE_DIR}/objects`,
           ...inherited,
@@ -360,10 +360,7 @@ export class SplitWorkspace implements Disposable {
         git = isGit ? readGitSource((rel, max) => readRel(rootDir, rel, max)) : null;
         ignore = git ? loadIgnoreInputs(rootDir, root, git, opts.env ?? {}) : null;
         sharedIndexes = git?.index ? readSharedIndexes(rootDir, GIT_NAME) : new Map();
-        objectDirs = [
-          `${dirPath}/${STORE_DIR}/objects`,
-          ...(isGit ? [`${root}/.git/objects`] : []),
-        ];
+        objectDirs = ownObjectDirs(root, dirPath, isGit);
       }
       dir.mkdir(BASE_DIR, 0o755);
       const t0 = performance.now();

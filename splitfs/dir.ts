@@ -24,6 +24,7 @@ import {
   retryEintr,
   S_IFCHR,
 } from "./ffi.ts";
+import { mountOfFd, MountPointError } from "./mount_boundary.ts";
 
 /** What an entry is, from `statx` or `d_type`. */
 export type EntryKind = "file" | "dir" | "symlink" | "fifo" | "socket" | "char" | "block";
@@ -725,29 +726,44 @@ export class Dir implements Disposable {
 
   /**
    * Removes a child and everything below it through descriptors: a symlink is
-   * unlinked, never followed. Absent is fine.
+   * unlinked, never followed. Absent is fine. Stops at a mount boundary
+   * (docs/engine.md "Removal"): every directory opened is checked to be on
+   * this directory's mount, so nothing on a mount below is ever deleted.
+   *
+   * @throws {MountPointError} at a mount point below (or on) the child; what
+   *   was deleted before it stays deleted, nothing at or below it is touched
    */
   removeTree(name: string): void {
     const st = this.statAt(name);
     if (st === null) return;
+    const path = join(this.path, name);
+    const raw = cstr(name);
     if (st.kind !== "dir") {
-      this.unlink(name);
+      this.#removeEntry(raw, path, 0, path);
       return;
     }
+    const mount = mountOfFd(this.fd, this.path).id;
     {
-      const path = join(this.path, name);
-      using child = new Dir(this.#openForRemoval(cstr(name), path), path);
-      child.clear();
+      using child = new Dir(this.#openForRemoval(raw, path, mount, path), path);
+      child.#clearOn(mount, path);
     }
-    this.rmdir(name);
+    this.#removeEntry(raw, path, AT.REMOVEDIR, path);
   }
 
   /**
    * Removes everything inside this directory, keeping the directory. Names
    * are used as raw bytes, so whatever a branch named its files goes too, and
    * a read-only directory (copied so from a project) is made writable first.
+   * Stops at a mount boundary, as {@linkcode Dir.removeTree} does.
+   *
+   * @throws {MountPointError} at a mount point below this directory
    */
   clear(): void {
+    this.#clearOn(mountOfFd(this.fd, this.path).id, this.path);
+  }
+
+  /** {@linkcode Dir.clear} of a directory on mount `mount`; `top` names the removal in errors. */
+  #clearOn(mount: number, top: string): void {
     const perm = this.stat().perm;
     if ((perm & 0o700) !== 0o700) this.chmod(perm | 0o700);
     for (const e of this.#rawEntries()) {
@@ -766,31 +782,58 @@ export class Dir implements Disposable {
         kind = decodeStatx().kind;
       }
       if (kind === "dir") {
-        const fd = this.#openForRemoval(name, path);
+        const fd = this.#openForRemoval(name, path, mount, top);
         {
           using child = new Dir(fd, path);
-          child.clear();
+          child.#clearOn(mount, top);
         }
-        check(libc().unlinkat(this.fd, name, AT.REMOVEDIR), "unlinkat", path);
+        this.#removeEntry(name, path, AT.REMOVEDIR, top);
       } else {
-        check(libc().unlinkat(this.fd, name, 0), "unlinkat", path);
+        this.#removeEntry(name, path, 0, top);
       }
     }
   }
 
+  /** `unlinkat`; `EBUSY` means a mount point (a file or directory with something mounted on it). */
+  #removeEntry(name: Uint8Array, path: string, flags: number, top: string): void {
+    if (libc().unlinkat(this.fd, name, flags) === -1) {
+      const err = errno();
+      if (err === E.EBUSY) throw new MountPointError(top, [path]);
+      throw new FsError("unlinkat", path, err);
+    }
+  }
+
   /**
-   * Opens a child directory (raw name) to empty it. One its owner made
-   * unreadable is given `0o700` first, through an `O_PATH` descriptor, which
-   * needs no permission and never follows a symlink.
+   * Opens a child directory (raw name) to empty it, and checks that it is on
+   * `mount`: an open crosses a mount on the name, and a bind mount of the same
+   * file system has the same device, so only the mount id tells. One its
+   * owner made unreadable is given `0o700` first, through an `O_PATH`
+   * descriptor (checked the same way), which needs no permission and never
+   * follows a symlink.
    */
-  #openForRemoval(name: Uint8Array, path: string): number {
+  #openForRemoval(name: Uint8Array, path: string, mount: number, top: string): number {
     const flags = O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC;
+    const onMount = (fd: number): number => {
+      let other: boolean;
+      try {
+        other = mountOfFd(fd, path).id !== mount;
+      } catch (error) {
+        closeFd(fd, path);
+        throw error;
+      }
+      if (other) {
+        closeFd(fd, path);
+        throw new MountPointError(top, [path]);
+      }
+      return fd;
+    };
     let fd = retryEintr(() => libc().openat(this.fd, name, flags, 0));
     if (fd === -1 && errno() === E.EACCES) {
       const p = retryEintr(() =>
         libc().openat(this.fd, name, O.PATH | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
       );
       if (p === -1) throw new FsError("openat", path, errno());
+      onMount(p);
       try {
         check(libc().fchmodat(AT.FDCWD, cstr(`/proc/self/fd/${p}`), 0o700, 0), "chmod", path);
       } finally {
@@ -803,7 +846,7 @@ export class Dir implements Disposable {
       if (err === E.ELOOP || err === E.ENOTDIR) throw new SymlinkRefusedError(path);
       throw new FsError("openat", path, err);
     }
-    return fd;
+    return onMount(fd);
   }
 
   /**

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { Dir, SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
+import { MountPointError } from "./mount_boundary.ts";
+import { readMounts } from "./mountinfo.ts";
 import { FsError } from "./ffi.ts";
 
 const perms: Deno.PermissionOptions = {
@@ -238,5 +240,130 @@ Deno.test({
   } finally {
     Deno.removeSync(root, { recursive: true });
     Deno.removeSync(outside, { recursive: true });
+  }
+});
+
+/** Runs mount(8) or umount(8); the test fails when it does. */
+function mountTool(cmd: "mount" | "umount", args: string[]): void {
+  const r = new Deno.Command(cmd, { args, stderr: "piped" }).outputSync();
+  assert.ok(r.success, `${cmd} ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
+}
+
+/** Unmounts whatever is still mounted at these paths (a failed test's leftovers). */
+function unmountAll(paths: readonly string[]): void {
+  for (const p of paths) {
+    for (let i = 0; i < 4 && readMounts().some((m) => m.mountPoint === p); i++) {
+      const r = new Deno.Command("umount", { args: [p], stderr: "null" }).outputSync();
+      if (!r.success) {
+        new Deno.Command("umount", { args: ["-l", p], stderr: "null" }).outputSync();
+      }
+    }
+  }
+}
+
+/** The MountPointError `fn` throws; the test fails when it throws nothing or something else. */
+function refusal(fn: () => void): MountPointError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof MountPointError) return error;
+    throw error;
+  }
+  throw new assert.AssertionError({ message: "the removal did not stop at the mount point" });
+}
+
+/** A directory outside the tree being removed, holding files that must survive. */
+function makeCache(): string {
+  const cache = tempDir();
+  Deno.mkdirSync(`${cache}/deep/er`, { recursive: true });
+  Deno.writeTextFileSync(`${cache}/keep.txt`, "keep\n");
+  Deno.writeTextFileSync(`${cache}/deep/er/keep2.txt`, "keep2\n");
+  return cache;
+}
+
+function cacheIntact(cache: string): void {
+  assert.equal(Deno.readTextFileSync(`${cache}/keep.txt`), "keep\n");
+  assert.equal(Deno.readTextFileSync(`${cache}/deep/er/keep2.txt`), "keep2\n");
+}
+
+const mountPerms: Deno.PermissionOptions = { ...perms, run: ["mount", "umount"] };
+
+for (const how of ["removeTree", "clear"] as const) {
+  Deno.test({
+    name:
+      `Dir.${how} stops at a bind mount of the same file system: nothing below it is deleted, the error names it, and after umount the removal finishes`,
+    permissions: mountPerms,
+  }, () => {
+    const root = tempDir();
+    const cache = makeCache();
+    const point = `${root}/tree/a/vm`;
+    try {
+      Deno.mkdirSync(`${root}/tree/a/vm`, { recursive: true });
+      Deno.writeTextFileSync(`${root}/tree/a/mine.txt`, "mine\n");
+      mountTool("mount", ["--bind", cache, point]);
+      // Same device on both sides: only the mount id tells them apart.
+      assert.equal(Deno.statSync(point).dev, Deno.statSync(`${root}/tree`).dev);
+      using dir = Dir.openAbsolute(root);
+      const remove = () => {
+        if (how === "removeTree") dir.removeTree("tree");
+        else {
+          using tree = dir.openDir("tree");
+          tree.clear();
+        }
+      };
+      const err = refusal(remove);
+      assert.deepEqual(err.mountPoints, [point]);
+      const top = `${root}/tree`;
+      assert.equal(
+        err.message,
+        `cannot remove ${top}: ${point} is a mount point (umount ${point})`,
+      );
+      assert.equal(
+        err.withFix("marsh gc").message,
+        `cannot remove ${top}: ${point} is a mount point (umount ${point}, then marsh gc)`,
+      );
+      cacheIntact(cache);
+      assert.ok(Deno.statSync(point).isDirectory, "the mount point stays");
+      mountTool("umount", [point]);
+      remove();
+      assert.equal(dir.statAt("tree")?.kind, how === "removeTree" ? undefined : "dir");
+      cacheIntact(cache);
+    } finally {
+      unmountAll([point]);
+      Deno.removeSync(root, { recursive: true });
+      Deno.removeSync(cache, { recursive: true });
+    }
+  });
+}
+
+Deno.test({
+  name:
+    "Dir.removeTree refuses a mount on the child itself, a mount of another file system, and a bind-mounted file",
+  permissions: mountPerms,
+}, () => {
+  const root = tempDir();
+  const cache = makeCache();
+  const points = [`${root}/top`, `${root}/t/tmp`, `${root}/f/file`];
+  try {
+    for (const d of ["top", "t/tmp", "f"]) Deno.mkdirSync(`${root}/${d}`, { recursive: true });
+    Deno.writeTextFileSync(`${root}/f/file`, "mine\n");
+    mountTool("mount", ["--bind", cache, `${root}/top`]);
+    mountTool("mount", ["-t", "tmpfs", "-o", "size=1m", "marsh-test", `${root}/t/tmp`]);
+    Deno.writeTextFileSync(`${root}/t/tmp/on-tmpfs`, "x\n");
+    mountTool("mount", ["--bind", `${cache}/keep.txt`, `${root}/f/file`]);
+    using dir = Dir.openAbsolute(root);
+    for (const [name, point] of [["top", points[0]], ["t", points[1]], ["f", points[2]]]) {
+      assert.deepEqual(refusal(() => dir.removeTree(name!)).mountPoints, [point]);
+    }
+    cacheIntact(cache);
+    assert.equal(Deno.readTextFileSync(`${root}/t/tmp/on-tmpfs`), "x\n");
+    unmountAll(points);
+    for (const name of ["top", "t", "f"]) dir.removeTree(name);
+    assert.deepEqual([...Deno.readDirSync(root)], []);
+    cacheIntact(cache);
+  } finally {
+    unmountAll(points);
+    Deno.removeSync(root, { recursive: true });
+    Deno.removeSync(cache, { recursive: true });
   }
 });

@@ -13,7 +13,8 @@
  */
 
 import { Dir } from "./dir.ts";
-import { AT, check, cname, cstr, libc } from "./ffi.ts";
+import { AT, check, cstr, libc } from "./ffi.ts";
+import { type MountOf, mountOfFd, mountOfName } from "./mount_boundary.ts";
 
 /** One line of `/proc/self/mountinfo` (proc(5)), with paths unescaped. */
 export interface MountInfo {
@@ -151,28 +152,7 @@ export function findMount(
   return at.find((m) => !at.some((o) => o.parentId === m.id)) ?? null;
 }
 
-/** The mount an inode was reached through, and the device it reports. */
-export interface MountOf {
-  /** The mount id, as in `/proc/self/mountinfo`. */
-  readonly id: number;
-  readonly major: number;
-  readonly minor: number;
-}
-
-const STATX_MNT_ID = 0x1000;
-const statxBuf = new Uint8Array(256);
-const statxView = new DataView(statxBuf.buffer);
-
-function decodeMountOf(path: string): MountOf {
-  if ((statxView.getUint32(0, true) & STATX_MNT_ID) === 0) {
-    throw new Error(`the kernel reports no mount id (statx STATX_MNT_ID) for "${path}"`);
-  }
-  return {
-    id: Number(statxView.getBigUint64(144, true)),
-    major: statxView.getUint32(136, true),
-    minor: statxView.getUint32(140, true),
-  };
-}
+export type { MountOf } from "./mount_boundary.ts";
 
 /**
  * The mount an open directory is on (`statx(fd, "", AT_EMPTY_PATH)`).
@@ -180,8 +160,7 @@ function decodeMountOf(path: string): MountOf {
  * @throws {FsError} when `statx` fails
  */
 export function mountOf(dir: Dir): MountOf {
-  check(libc().statx(dir.fd, cstr(""), AT.EMPTY_PATH, STATX_MNT_ID, statxBuf), "statx", dir.path);
-  return decodeMountOf(dir.path);
+  return mountOfFd(dir.fd, dir.path);
 }
 
 /**
@@ -191,13 +170,7 @@ export function mountOf(dir: Dir): MountOf {
  * @throws {FsError} when `statx` fails (ENOENT when absent)
  */
 export function mountAt(dir: Dir, name: string): MountOf {
-  const path = `${dir.path}/${name}`;
-  check(
-    libc().statx(dir.fd, cname(name), AT.SYMLINK_NOFOLLOW, STATX_MNT_ID, statxBuf),
-    "statx",
-    path,
-  );
-  return decodeMountOf(path);
+  return mountOfName(dir.fd, name, `${dir.path}/${name}`);
 }
 
 /**
@@ -208,12 +181,7 @@ export function mountAt(dir: Dir, name: string): MountOf {
  */
 export function mountAtPath(path: string): MountOf {
   if (!path.startsWith("/")) throw new TypeError(`not an absolute path: ${path}`);
-  check(
-    libc().statx(AT.FDCWD, cstr(path), AT.SYMLINK_NOFOLLOW, STATX_MNT_ID, statxBuf),
-    "statx",
-    path,
-  );
-  return decodeMountOf(path);
+  return mountOfName(AT.FDCWD, path, path);
 }
 
 /**

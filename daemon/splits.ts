@@ -1091,7 +1091,14 @@ export class Splits {
         if (error instanceof SplitfsError && error.kind === "rejected") {
           state = "rejected";
           status = `rejected: ${error.message}`;
-          await splitfs.request({ v: 1, t: "remove-fork", id: live.id, label }).catch(() => {});
+          try {
+            await splitfs.request({ v: 1, t: "remove-fork", id: live.id, label });
+          } catch (removal) {
+            // What was left, and how to finish, shows in the branch's status (docs/engine.md "Removal").
+            const why = removal instanceof Error ? removal.message : String(removal);
+            this.#d.log.info(`split ${live.id}/${label}: its fork was not removed: ${why}`);
+            status += `; its fork was not removed: ${why}`;
+          }
         } else if (error instanceof SplitfsError && error.kind === "replaced") {
           state = "failed";
           status = "failed: workspace replaced";
@@ -1169,15 +1176,23 @@ export class Splits {
     remove: boolean,
   ): Promise<void> {
     const message = error instanceof Error ? error.message : String(error);
+    let left = "";
     if (remove && live.open) {
-      await this.#d.splitfs.request({ v: 1, t: "remove", id: live.id }).catch(() => {});
-      live.open = false;
-      this.#d.journal.updateSplit(live.id, { identity: null });
+      try {
+        await this.#d.splitfs.request({ v: 1, t: "remove", id: live.id });
+        live.open = false;
+        this.#d.journal.updateSplit(live.id, { identity: null });
+      } catch (removal) {
+        // The record keeps its identity, so marsh splits rm can finish the removal.
+        const why = removal instanceof Error ? removal.message : String(removal);
+        this.#d.log.info(`split ${live.id}: not removed after its setup failed: ${why}`);
+        left = `; not removed: ${why}`;
+      }
     }
     this.#cancelPending(live.id);
     this.#d.journal.transitionSplit(live.id, ["run"], "cancelled", {
       status: 2,
-      reason: `setup failed: ${message}`,
+      reason: `setup failed: ${message}${left}`,
       finishedMs: Date.now(),
     });
     this.#d.journal.revokeCapabilitiesOfSplit(live.id);
@@ -1540,10 +1555,23 @@ export class Splits {
             `split ${id} not removed: ${error instanceof Error ? error.message : error}`,
           );
         }
-        // What is there now is not ours: only the record goes (spec 000 §6).
+        // What is there now is not ours: nothing is deleted (spec 000 §6). The
+        // overlays marsh mounted there are still its own: they are unmounted,
+        // or the record stays, saying what is left (docs/engine.md "Removal").
         if (live.open) {
-          await splitfs.request({ v: 1, t: "release", id }).catch(() => {});
+          await splitfs.request({ v: 1, t: "release", id }).catch((error) =>
+            this.#d.log.info(`split ${id}: release failed: ${error}`)
+          );
           live.open = false;
+        }
+        try {
+          await splitfs.request({ v: 1, t: "unmount", id, root: s.root });
+        } catch (unmounting) {
+          const why = unmounting instanceof Error ? unmounting.message : String(unmounting);
+          const reason = `its directory was removed or replaced, and ${why}`;
+          this.#d.log.info(`split ${id}: not removed: ${reason}`);
+          journal.updateSplit(id, { reason });
+          throw new RequestError(2, `split ${id} not removed: ${reason}`);
         }
         said =
           `split ${id}: its directory was removed or replaced, so nothing was removed from disk; record dropped`;

@@ -159,6 +159,21 @@ export interface ReleaseRequest {
 }
 
 /**
+ * Unmount the overlays marsh made for a split whose directory was removed or
+ * replaced (so it cannot be opened): those at and below
+ * `<root>/.marsh/split/<id>` in the service's mount table, each verified
+ * gone. Anything else mounted there refuses it, unmounting nothing. The split
+ * must not be open in the service (`release` first). Answered with `ok`.
+ */
+export interface UnmountRequest {
+  readonly v: 1;
+  readonly t: "unmount";
+  readonly id: string;
+  /** The project root as `created` gave it. */
+  readonly root: string;
+}
+
+/**
  * Write a branch's `out/<label>/status` (`status` plus a newline) and copy
  * its attempt output to `out/<label>/stdout` and `stderr`, all created
  * `O_EXCL`; `out/<label>/` is made when the branch has no fork. Once per
@@ -243,6 +258,7 @@ export type SplitfsRequest =
   | RemoveForkRequest
   | RemoveRequest
   | ReleaseRequest
+  | UnmountRequest
   | PublishRequest
   | ManifestRequest
   | RenderRequest
@@ -590,6 +606,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
+    case "unmount":
+      return { v: 1, t: "unmount", id: str(x, "id"), root: absPath(x, "root") };
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }

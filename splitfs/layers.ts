@@ -93,6 +93,7 @@ import {
   STRIDE,
 } from "./layer_index.ts";
 import { LAYERS_DIR, TRASH_DIR } from "./layout.ts";
+import { MountPointError } from "./mount_boundary.ts";
 import type { StatIndex } from "./old_tree.ts";
 import {
   COPY_ATTEMPTS,
@@ -482,11 +483,28 @@ export class LayerStore implements Disposable {
     }
     removed.sort(compareNames);
     if (!dryRun) {
+      // A layer with a mount in it stays (docs/engine.md "Removal"); the rest still go.
+      const stuck: MountPointError[] = [];
+      const guarded = (remove: () => void) => {
+        try {
+          remove();
+        } catch (error) {
+          if (!(error instanceof MountPointError)) throw error;
+          stuck.push(error);
+        }
+      };
       for (const id of removed) {
         cache.delete(this.#cacheKey(id));
-        this.#discard(id);
+        guarded(() => this.#discard(id));
       }
-      this.#sweepLeftovers();
+      this.#sweepLeftovers(guarded);
+      if (stuck.length > 0) {
+        throw new MountPointError(
+          stuck.map((e) => e.tree).join(", "),
+          stuck.flatMap((e) => e.mountPoints),
+          "marsh gc",
+        );
+      }
     }
     return { removed, bytes };
   }
@@ -665,17 +683,17 @@ export class LayerStore implements Disposable {
     trash.removeTree(moved);
   }
 
-  /** Probe files, head temp files and trashed layers a crash left behind. */
-  #sweepLeftovers(): void {
+  /** Probe files, head temp files and trashed layers a crash left behind; each removal runs in `guarded`. */
+  #sweepLeftovers(guarded: (remove: () => void) => void): void {
     for (const e of this.#layers.entries()) {
       if (e.name.startsWith(".probe-") || (e.name.startsWith(".") && e.name.endsWith(".tmp"))) {
-        this.#layers.removeTree(e.name);
+        guarded(() => this.#layers.removeTree(e.name));
       }
     }
     if (this.#marsh.statAt(TRASH_DIR)?.kind !== "dir") return;
     using trash = this.#marsh.openDir(TRASH_DIR);
     for (const e of trash.entries()) {
-      if (e.name.startsWith(TRASH_PREFIX)) trash.removeTree(e.name);
+      if (e.name.startsWith(TRASH_PREFIX)) guarded(() => trash.removeTree(e.name));
     }
   }
 

@@ -25,8 +25,11 @@ import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } fr
 import { FsError } from "./ffi.ts";
 import { GitMetadataError } from "./git_source.ts";
 import { LayerError } from "./layers.ts";
+import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
+import { MountPointError } from "./mount_boundary.ts";
 import { MountError } from "./overlay.ts";
 import { locateProject } from "./project_root.ts";
+import { unmountSplit } from "./split_mounts.ts";
 import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
 
 const CHUNK = 256 * 1024;
@@ -195,6 +198,16 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       splits.delete(req.id);
       send({ v: 1, t: "ok" });
       return;
+    case "unmount": {
+      const problem = splitIdProblem(req.id);
+      if (problem) throw new RefusedError(problem);
+      // Our own descriptors in its mounts would keep them busy.
+      if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is open: release it first`);
+      const dir = `${req.root}/${MARSH_DIR}/${SPLIT_DIR}/${req.id}`;
+      unmountSplit(dir, `marsh splits rm ${req.id}`);
+      send({ v: 1, t: "ok" });
+      return;
+    }
     case "publish":
       workspace(req.id).publish(req.label, req.status, { stdout: req.stdout, stderr: req.stderr });
       send({ v: 1, t: "ok" });
@@ -255,7 +268,8 @@ function toError(error: unknown): ErrorReply {
     error instanceof SnapshotError || error instanceof ProtocolError ||
     error instanceof RefusedError || error instanceof TypeError ||
     error instanceof InvalidNameError || error instanceof GitMetadataError ||
-    error instanceof MountError || error instanceof LayerError
+    error instanceof MountError || error instanceof LayerError ||
+    error instanceof MountPointError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }

@@ -65,7 +65,8 @@ import {
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
 import type { ForkPolicy, SplitParent } from "../protocol/splitfs.ts";
 import { DATA as LAYER_DATA, ignoreKeyOf, LayerStore, SEALED as LAYER_SEAL } from "./layers.ts";
-import { readMounts } from "./mountinfo.ts";
+import { MountPointError } from "./mount_boundary.ts";
+import { isSplitOverlay, refuseForeignMounts, unmountSplit } from "./split_mounts.ts";
 import {
   mountReadOnly,
   OverlayForkStrategy,
@@ -73,7 +74,6 @@ import {
   probeOverlay,
   removeOverlayFork,
   unmount,
-  unmountPath,
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
@@ -474,7 +474,7 @@ export class SplitWorkspace implements Disposable {
       if (created) {
         const dirPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${opts.id}`;
         try {
-          unmountBelow(dirPath);
+          unmountSplit(dirPath, `rm -r ${dirPath}`);
         } catch (cause) {
           throw new SnapshotError(`${error}; the partial split ${opts.id} is still mounted`, {
             cause,
@@ -1021,8 +1021,11 @@ export class SplitWorkspace implements Disposable {
   /**
    * Removes a rejected fork's tree and admin dir (its out/ stays for the
    * status). An overlay fork is unmounted (and the unmount verified) before
-   * anything is deleted.
+   * anything is deleted. A mount marsh did not make in the fork, its upper
+   * dir or its admin dir refuses the removal before anything changes
+   * (docs/engine.md "Removal").
    *
+   * @throws {MountPointError} naming such a mount; nothing is changed
    * @throws {MountBusyError} when the fork cannot be unmounted; nothing is deleted
    */
   removeFork(label: string): void {
@@ -1030,33 +1033,62 @@ export class SplitWorkspace implements Disposable {
     const f = this.#fork(label);
     this.#checkSplit();
     this.#checkFork(f);
-    if (f.made?.mount) {
-      f.made.close();
-      this.#forks.delete(label);
-      unmount(this.#dir, label, f.made.mount);
-      this.#dir.rmdir(label);
-      using overlays = this.#dir.openDir(OVERLAY_DIR);
-      overlays.removeTree(label);
-    } else {
-      f.dir.clear();
-      this.#dir.rmdir(label);
-      f.dir.close();
-      this.#forks.delete(label);
+    const own = f.made?.mount;
+    refuseForeignMounts(
+      `${this.dirPath}/${label}`,
+      [label, `${OVERLAY_DIR}/${label}`, `${ADMIN_DIR}/${label}`].map((r) =>
+        `${this.dirPath}/${r}`
+      ),
+      this.#finishWith,
+      (m) => own !== undefined && m.id === own.mountId && isSplitOverlay(m, this.dirPath),
+    );
+    try {
+      if (own) {
+        f.made!.close();
+        this.#forks.delete(label);
+        unmount(this.#dir, label, own);
+        this.#dir.rmdir(label);
+        using overlays = this.#dir.openDir(OVERLAY_DIR);
+        overlays.removeTree(label);
+      } else {
+        f.dir.clear();
+        this.#dir.rmdir(label);
+        f.dir.close();
+        this.#forks.delete(label);
+      }
+      engine.admins.removeTree(label);
+    } catch (error) {
+      // A mount that came after the check above: the removal stopped there.
+      if (error instanceof MountPointError) throw error.withFix(this.#finishWith);
+      throw error;
     }
-    engine.admins.removeTree(label);
+  }
+
+  /** The command that finishes a removal this split's refused. */
+  get #finishWith(): string {
+    return `marsh splits rm ${this.id}`;
   }
 
   /**
    * Removes the whole split: identity checks, then a rename into
    * `.marsh/.trash` through descriptors, then deletion there. Forks never
    * made (a branch that failed before its fork) need nothing; out/ stays
-   * readable until the rename.
+   * readable until the rename. marsh's own mounts are unmounted first, each
+   * verified; any other mount in the split refuses the removal before
+   * anything changes (docs/engine.md "Removal").
    *
    * @throws {WorkspaceReplacedError} and removes nothing when an identity differs
+   * @throws {MountPointError} and removes nothing when a mount marsh did not make is there
    */
   remove(): void {
     this.#checkSplit();
     for (const f of this.#forks.values()) this.#checkFork(f);
+    refuseForeignMounts(
+      this.dirPath,
+      [this.dirPath],
+      this.#finishWith,
+      (m) => isSplitOverlay(m, this.dirPath),
+    );
     // The trash is opened before anything is let go: a planted one refuses the
     // removal while the forks are still held and mounted.
     using trash = this.#marsh.ensureDir(TRASH_DIR, 0o700);
@@ -1065,10 +1097,16 @@ export class SplitWorkspace implements Disposable {
     for (const f of this.#forks.values()) closeFork(f);
     this.#forks.clear();
     this.#engine?.base.close();
-    unmountBelow(this.dirPath);
+    unmountSplit(this.dirPath, this.#finishWith);
     const name = `${this.id}-${crypto.randomUUID().slice(0, 8)}`;
     this.#splits.rename(this.id, trash, name);
-    this.#dir.clear();
+    try {
+      this.#dir.clear();
+    } catch (error) {
+      // Only a mount made after the check above: the rest stays in the trash.
+      if (error instanceof MountPointError) throw error.withFix(`rm -r ${trash.path}/${name}`);
+      throw error;
+    }
     trash.rmdir(name);
     this.close();
   }
@@ -1174,20 +1212,6 @@ export function collectLayers(
   const total = store.list().length;
   const r = store.collect(referenced, dryRun);
   return { root, removed: r.removed, bytes: r.bytes, kept: total - r.removed.length };
-}
-
-/**
- * Unmounts every mount at or below `path` (forks, then the base), deepest
- * first, each verified gone through `/proc/self/mountinfo`.
- *
- * @throws {MountBusyError} when one cannot be unmounted; the rest stay mounted
- */
-function unmountBelow(path: string): void {
-  const below = readMounts().filter((m) =>
-    m.mountPoint === path || m.mountPoint.startsWith(`${path}/`)
-  );
-  below.sort((a, b) => b.mountPoint.length - a.mountPoint.length);
-  for (const m of below) unmountPath(m);
 }
 
 /**

@@ -499,9 +499,10 @@ export class LayerStore implements Disposable {
       }
       this.#sweepLeftovers(guarded);
       if (stuck.length > 0) {
+        // The sweep meets a layer the loop above just moved into the trash again.
         throw new MountPointError(
-          stuck.map((e) => e.tree).join(", "),
-          stuck.flatMap((e) => e.mountPoints),
+          [...new Set(stuck.map((e) => e.tree))].join(", "),
+          [...new Set(stuck.flatMap((e) => e.mountPoints))],
           "marsh gc",
         );
       }

@@ -52,3 +52,16 @@ export function manifestOf(s: SplitRecord, branches: readonly BranchRecord[]): M
     branches: branches.map(branchOf),
   };
 }
+
+/**
+ * Why a split with a rejected branch is kept, and how to recover that
+ * branch's work (docs/messages.md, "marsh join"): its fork, whose Git
+ * metadata is marsh's (verified, or the branch's set aside), and its
+ * untrusted patch when one was written.
+ */
+export function keptWork(m: Manifest, b: BranchRecord): string {
+  const patch = b.files > 0 ? ` and its untrusted patch in ${m.out}/${b.label}/diff.patch` : "";
+  return `branch ${b.label} ${
+    b.status ?? b.state
+  }; its work is kept in ${b.fork} (see git -C ${b.fork} status)${patch}`;
+}

@@ -30,7 +30,7 @@ import type { Authority, Conn } from "./conn.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
 import { checkArgvBranches } from "./kit_names.ts";
 import type { Log } from "./log.ts";
-import { manifestOf } from "./manifest.ts";
+import { keptWork, manifestOf } from "./manifest.ts";
 import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
@@ -1085,20 +1085,14 @@ export class Splits {
       const t0 = performance.now();
       try {
         const c = await splitfs.request<CapturedReply>({ v: 1, t: "capture", id: live.id, label });
-        state = "captured";
+        state = c.rejected === undefined ? "captured" : "rejected";
+        if (c.rejected !== undefined) status = `rejected: ${c.rejected}`;
         files = c.files;
       } catch (error) {
         if (error instanceof SplitfsError && error.kind === "rejected") {
+          // The fork is kept: it is the branch's work (docs/engine.md, "Capture and verification").
           state = "rejected";
           status = `rejected: ${error.message}`;
-          try {
-            await splitfs.request({ v: 1, t: "remove-fork", id: live.id, label });
-          } catch (removal) {
-            // What was left, and how to finish, shows in the branch's status (docs/engine.md "Removal").
-            const why = removal instanceof Error ? removal.message : String(removal);
-            this.#d.log.info(`split ${live.id}/${label}: its fork was not removed: ${why}`);
-            status += `; its fork was not removed: ${why}`;
-          }
         } else if (error instanceof SplitfsError && error.kind === "replaced") {
           state = "failed";
           status = "failed: workspace replaced";
@@ -1128,6 +1122,8 @@ export class Splits {
       code,
       files,
       finishedMs: now,
+      // Consumers apply what they trust; a rejected result is for recovery only.
+      ...(state === "rejected" ? { trust: "untrusted" as const } : {}),
     });
     if (b.jobId !== null) {
       // Settled means its container's removal was verified (protocol/worker.ts).
@@ -1345,7 +1341,9 @@ export class Splits {
   async #ensureOpen(live: LiveSplit, s: SplitRecord): Promise<void> {
     if (live.open) return;
     if (!s.identity) throw new RequestError(2, `split ${s.id} has no workspace left`);
-    // Every fork still on disk is checked too; a rejected one was removed at capture.
+    // Every fork still on disk is checked too. A rejected one is not held: it
+    // may be gone (daemons before this one removed it at capture), and the
+    // split's removal empties the whole split dir either way.
     const forks = this.#d.journal.branches(s.id)
       .filter((b) => b.forkIdentity !== null && b.state !== "rejected")
       .map((b) => ({
@@ -1419,6 +1417,7 @@ export class Splits {
           label: b.label,
           status: b.status ?? b.state,
           files: b.files,
+          ...(b.state === "rejected" ? { untrusted: true as const } : {}),
         })),
       }, (bytes) => conn.send({ v: 1, t: "chunk", data: Buffer.from(bytes).toString("base64") }));
       await conn.send({ v: 1, t: "join.rendered" });
@@ -1431,9 +1430,11 @@ export class Splits {
         return;
       }
       const uncertain = branches.some((b) => b.state === "uncertain");
+      const rejected = branches.find((b) => b.state === "rejected");
       let reason: string | null = null;
       if (req.keep) reason = "--keep was given";
       else if (uncertain) reason = "a branch is uncertain";
+      else if (rejected) reason = keptWork(manifest, rejected);
       else if (req.consumer && frame.consumerStatus !== 0) {
         reason = `the consumer exited ${frame.consumerStatus}`;
       } else if (!req.consumer) {

@@ -206,6 +206,8 @@ export interface RenderBranchSpec {
   readonly status: string;
   /** Changed paths; 0 renders `(no changes)`. */
   readonly files: number;
+  /** A rejected branch's patch: named, never shown, so a consumer cannot apply it unread. */
+  readonly untrusted?: true;
 }
 
 /**
@@ -366,7 +368,12 @@ export interface ForkedReply {
   readonly ms: number;
 }
 
-/** A fork was captured. */
+/**
+ * A fork was captured. With `rejected`, its Git metadata failed verification
+ * (the reason, e.g. `admin file changed: config (core.fsmonitor)`): the patch
+ * was still written, the fork kept with that metadata set aside; the branch
+ * is `rejected: <reason>` and untrusted.
+ */
 export interface CapturedReply {
   readonly v: 1;
   readonly t: "captured";
@@ -374,6 +381,7 @@ export interface CapturedReply {
   readonly files: number;
   readonly changedBytes: number;
   readonly ms: number;
+  readonly rejected?: string;
 }
 
 /** A request that returns nothing finished. */
@@ -570,7 +578,15 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
           if (typeof files !== "number" || !Number.isSafeInteger(files) || files < 0) {
             throw new ProtocolError("malformed render frame: files must be a count");
           }
-          return { label: str(b, "label"), status: str(b, "status"), files };
+          if (b.untrusted !== undefined && b.untrusted !== true) {
+            throw new ProtocolError("malformed render frame: untrusted must be true or absent");
+          }
+          return {
+            label: str(b, "label"),
+            status: str(b, "status"),
+            files,
+            ...(b.untrusted ? { untrusted: true as const } : {}),
+          };
         }),
       };
     case "reopen":
@@ -711,6 +727,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
         files: num(x, "files"),
         changedBytes: num(x, "changedBytes"),
         ms: num(x, "ms"),
+        ...(x.rejected === undefined ? {} : { rejected: str(x, "rejected") }),
       };
     case "ok":
       return { v: 1, t: "ok" };

@@ -23,9 +23,21 @@
  * @module
  */
 
-import type { Dir } from "./dir.ts";
+import {
+  adminRule,
+  configProblem,
+  headProblem,
+  MAX_CONFIG_BYTES,
+  MAX_HEAD_BYTES,
+  packedRefsProblem,
+  REQUIRED_FILES,
+} from "./admin_rules.ts";
+import type { Dir, Stat } from "./dir.ts";
 import { E, FsError } from "./ffi.ts";
 import { RejectedError, WorkspaceReplacedError } from "./errors.ts";
+import { MAX_PACKED_REFS_BYTES } from "./git_source.ts";
+
+export { SHARED_INDEX_NAME } from "./admin_rules.ts";
 
 /** The branch every fork's `HEAD` names, so `git commit` moves a ref, never HEAD. */
 export const FORK_REF = "refs/heads/marsh-split";
@@ -78,6 +90,9 @@ function configText(spec: AdminSpec): string {
     "\thooksPath = /dev/null",
   ];
   if (spec.objectFormat === "sha256") lines.push("[extensions]", "\tobjectformat = sha256");
+  // A rejected fork is kept, perhaps with a nested repository the branch
+  // made: with submodules ignored, a host `git status` never starts Git in one.
+  lines.push("[diff]", "\tignoreSubmodules = all");
   return lines.join("\n") + "\n";
 }
 
@@ -179,6 +194,22 @@ export function writeAdmin(
   spec: AdminSpec,
   shared: SharedIndex | null = null,
 ): void {
+  writeAdminDir(admins, label, spec, shared);
+  fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
+}
+
+/**
+ * Writes `.admin/<label>/` under `admins` as {@linkcode writeAdmin} does,
+ * without the gitfile.
+ *
+ * @throws {WorkspaceReplacedError} when a shared index copy is gone or replaced
+ */
+export function writeAdminDir(
+  admins: Dir,
+  label: string,
+  spec: AdminSpec,
+  shared: SharedIndex | null = null,
+): void {
   admins.mkdir(label, 0o755);
   using admin = admins.openDir(label);
   for (const [path, bytes] of fixedFiles(spec)) {
@@ -204,103 +235,115 @@ export function writeAdmin(
   }
   if (shared) linkSharedIndex(admins, admin, shared);
   else for (const [name, bytes] of indexFiles(spec)) admin.writeNewFile(name, bytes, 0o644);
-  fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
 }
 
 /**
- * Git's own state: entries a branch's Git may create or change in its admin dir.
- * Anything else (`commondir`, `gitdir`, `config.worktree`, `hooks`, ...) rejects.
- */
-const GIT_STATE = new Set([
-  "index",
-  "index.lock",
-  "objects",
-  "refs",
-  "logs",
-  "ORIG_HEAD",
-  "COMMIT_EDITMSG",
-  "FETCH_HEAD",
-  "MERGE_HEAD",
-  "MERGE_MSG",
-  "MERGE_MODE",
-  "MERGE_RR",
-  "AUTO_MERGE",
-  "CHERRY_PICK_HEAD",
-  "REVERT_HEAD",
-  "REBASE_HEAD",
-  "BISECT_LOG",
-  "BISECT_START",
-  "BISECT_TERMS",
-  "BISECT_EXPECTED_REV",
-  "BISECT_ANCESTORS_OK",
-  "BISECT_NAMES",
-  "rebase-merge",
-  "rebase-apply",
-  "sequencer",
-  "rr-cache",
-  "gc.log",
-  "gc.pid",
-  "HEAD.lock",
-  "packed-refs.lock",
-  "description",
-]);
-
-/** A split index's shared part, which Git writes (and expires) beside `index`. */
-export const SHARED_INDEX_NAME = /^sharedindex\.[0-9a-f]{40}(?:[0-9a-f]{24})?$/;
-
-/** Under `objects/info/`, what Git itself writes besides our `alternates`. */
-const OBJECTS_INFO_STATE = new Set(["packs", "commit-graph", "commit-graphs"]);
-
-/**
- * Checks the gitfile and admin dir against the spec. Throws
- * {@linkcode RejectedError} naming the first thing that differs.
+ * Checks the gitfile and admin dir against the spec and the rules of
+ * {@linkcode ./admin_rules.ts}: the gitfile and the fixed files
+ * byte-identical, `HEAD`, `config` and `packed-refs` holding only what Git
+ * writes harmlessly, no entry without a rule, no symlink anywhere.
+ *
+ * @throws {RejectedError} naming the first thing refused
  */
 export function verifyAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpec): void {
   expectBytes(fork, ".git", gitfileBytes(spec), ".git");
   const admin = openAdmin(admins, label);
   try {
     const fixed = fixedFiles(spec);
-    for (const e of admin.entries()) {
-      const name = e.name;
-      if (GIT_STATE.has(name) || SHARED_INDEX_NAME.test(name)) continue;
-      if (name === "HEAD" || name === "config" || name === "packed-refs") continue;
-      if (name === "info") continue;
-      throw new RejectedError(`admin dir has an unexpected entry: ${name}`);
-    }
-    for (const [path, bytes] of fixed) {
+    checkEntries(admin, "", spec, fixed);
+    // packed-refs may go: with no refs left to pack, Git needs none.
+    const required = new Set([...REQUIRED_FILES, ...fixed.keys()]);
+    required.delete("packed-refs");
+    for (const path of required) {
       const parts = path.split("/");
-      const file = parts.pop()!;
-      let dir: Dir;
+      const name = parts.pop()!;
+      let found: Stat | null = null;
       try {
-        dir = admin.openPath(parts.join("/"));
+        using dir = parts.length === 0 ? admin.dup() : admin.openPath(parts.join("/"));
+        found = dir.statAt(name);
       } catch (cause) {
         throw new RejectedError(`admin file changed: ${path}`, { cause });
       }
-      try {
-        expectBytes(dir, file, bytes, path);
-        if (parts.length > 0) {
-          for (const e of dir.entries()) {
-            if (e.name === file) continue;
-            if (parts.join("/") === "objects/info" && OBJECTS_INFO_STATE.has(e.name)) continue;
-            throw new RejectedError(
-              `admin dir has an unexpected entry: ${parts.join("/")}/${e.name}`,
-            );
-          }
-        }
-      } finally {
-        dir.close();
-      }
+      if (found === null) throw new RejectedError(`admin file changed: ${path}`);
     }
-    if (!fixed.has("packed-refs") && admin.statAt("packed-refs") !== null) {
-      // Git writes packed-refs when a ref is deleted; we wrote none, so ours
-      // is absent by spec. A branch-made one only names its own refs.
-      const st = admin.statAt("packed-refs");
-      if (st?.kind !== "file") throw new RejectedError("admin file changed: packed-refs");
-    }
-    rejectSymlinks(admin, "");
   } finally {
     admin.close();
   }
+}
+
+/** Checks each entry of `dir` (at `rel` under the admin dir) against its rule. */
+function checkEntries(
+  dir: Dir,
+  rel: string,
+  spec: AdminSpec,
+  fixed: Map<string, Uint8Array>,
+): void {
+  for (const e of dir.entries()) {
+    const path = rel === "" ? e.name : `${rel}/${e.name}`;
+    const rule = adminRule(path);
+    if (rule === null) throw new RejectedError(`admin dir has an unexpected entry: ${path}`);
+    const kind = e.kind ?? dir.statAt(e.name)?.kind;
+    if (kind === "symlink") throw new RejectedError(`admin dir has a symlink: ${path}`);
+    switch (rule) {
+      case "state":
+        if (kind === "dir") {
+          using child = dir.openDir(e.name);
+          rejectSymlinks(child, path);
+        }
+        break;
+      case "dir":
+      case "open-dir": {
+        if (kind !== "dir") throw new RejectedError(`admin file changed: ${path}`);
+        using child = dir.openDir(e.name);
+        checkEntries(child, path, spec, fixed);
+        break;
+      }
+      case "fixed": {
+        const want = fixed.get(path);
+        if (want === undefined) {
+          throw new RejectedError(`admin dir has an unexpected entry: ${path}`);
+        }
+        expectBytes(dir, e.name, want, path);
+        break;
+      }
+      case "head":
+      case "config":
+      case "packed-refs": {
+        const ours = fixed.get(path);
+        const bytes = readAdminFile(
+          dir,
+          e.name,
+          path,
+          rule === "packed-refs"
+            ? MAX_PACKED_REFS_BYTES
+            : rule === "head"
+            ? MAX_HEAD_BYTES
+            : MAX_CONFIG_BYTES,
+        );
+        // What marsh wrote is always fine, even a caller's packed-refs Git would now write otherwise.
+        if (ours !== undefined && sameBytes(bytes, ours)) break;
+        const problem = rule === "head"
+          ? headProblem(bytes, spec.objectFormat)
+          : rule === "config"
+          ? configProblem(bytes, ours!)
+          : packedRefsProblem(bytes, spec.objectFormat);
+        if (problem !== null) throw new RejectedError(`admin file changed: ${path} (${problem})`);
+        break;
+      }
+    }
+  }
+}
+
+function readAdminFile(dir: Dir, name: string, shown: string, limit: number): Uint8Array {
+  try {
+    return dir.readFile(name, limit);
+  } catch (cause) {
+    throw new RejectedError(`admin file changed: ${shown}`, { cause });
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 function openAdmin(admins: Dir, label: string): Dir {
@@ -318,7 +361,7 @@ function expectBytes(dir: Dir, name: string, want: Uint8Array, shown: string): v
   } catch (cause) {
     throw new RejectedError(`admin file changed: ${shown}`, { cause });
   }
-  if (got.length !== want.length || got.some((b, i) => b !== want[i])) {
+  if (!sameBytes(got, want)) {
     throw new RejectedError(`admin file changed: ${shown}`);
   }
 }

@@ -31,6 +31,16 @@ export interface CaptureSummary {
   readonly skippedSpecial: number;
 }
 
+/**
+ * A fork's capture: the counts, and why its result is untrusted. With
+ * `rejected` set (`admin file changed: config (core.fsmonitor)`), the fork's
+ * Git metadata failed verification, yet its tree's patch was written: the
+ * branch is `rejected: <why>`, its fork and patch kept for recovery.
+ */
+export interface CaptureResult extends CaptureSummary {
+  readonly rejected: string | null;
+}
+
 /** Where the patch and the files list go. */
 export interface CaptureSink {
   patch(bytes: Uint8Array): void;

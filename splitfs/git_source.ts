@@ -13,6 +13,7 @@
 import { TooLargeError, WrongKindError } from "./dir.ts";
 import { type GitConfig, parseGitConfig } from "./git_config.ts";
 import type { ReadFile } from "./git_reader.ts";
+import { isValidRefName } from "./refname.ts";
 
 /** How `marsh` refuses a project whose `.git` is a file. */
 export const GITFILE_ROOT_REFUSAL =
@@ -213,27 +214,7 @@ function isHex(s: string, len: number): boolean {
   return s.length === len && /^[0-9a-fA-F]+$/.test(s);
 }
 
-/**
- * Git's `check_refname_format`, plus the `refs/` prefix Git requires of HEAD's
- * target: a name that passes cannot name a path outside `.git/refs/`.
- */
-export function isValidRefName(name: string): boolean {
-  if (!name.startsWith("refs/") || name.endsWith("/") || name.endsWith(".")) return false;
-  if (name.includes("..") || name.includes("@{") || name.includes("//")) return false;
-  for (let i = 0; i < name.length; i++) {
-    const c = name.charCodeAt(i);
-    // Control characters, space, DEL, and the characters of revision syntax.
-    if (c <= 0x20 || c === 0x7f || RESERVED_IN_REFS.includes(name[i]!)) return false;
-  }
-  for (const component of name.split("/")) {
-    if (component === "" || component.startsWith(".") || component.endsWith(".lock")) {
-      return false;
-    }
-  }
-  return true;
-}
-
-const RESERVED_IN_REFS = "~^:?*[\\";
+export { isValidRefName };
 
 function checkRefName(name: string, path: string): string {
   if (!isValidRefName(name)) {

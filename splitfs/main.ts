@@ -181,6 +181,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
         files: c.files,
         changedBytes: c.changedBytes,
         ms: Math.round(performance.now() - t0),
+        ...(c.rejected === null ? {} : { rejected: c.rejected }),
       });
       return;
     }

@@ -22,6 +22,8 @@ export interface RenderBranch {
   readonly status: string;
   /** Changed paths. */
   readonly files: number;
+  /** A rejected branch: its patch is named, not shown (docs/engine.md, "Publish, manifest and render"). */
+  readonly untrusted?: boolean;
 }
 
 /** Receives output; the bytes are valid only during the call (buffers are reused). */
@@ -354,7 +356,7 @@ export function renderBranches(
 ): number {
   const patches: (FileHandle | null)[] = [];
   try {
-    for (const b of branches) patches.push(openPatch(out, b.label));
+    for (const b of branches) patches.push(b.untrusted ? null : openPatch(out, b.label));
     const escaper = terminal ? new TerminalEscaper(emit) : null;
     const sink: Emit = escaper ? (bytes) => escaper.push(bytes) : emit;
     const buf = new Uint8Array(READ_CHUNK);
@@ -365,6 +367,9 @@ export function renderBranches(
         ? "no changes"
         : `${b.files} ${b.files === 1 ? "file" : "files"} changed`;
       sink(enc.encode(`== ${b.label}: ${b.status} (${changes})\n`));
+      if (b.untrusted && b.files > 0) {
+        sink(enc.encode(`untrusted patch, not shown: $SPLIT_DIR/${b.label}/${PATCH_FILE}\n`));
+      }
       const patch = patches[index];
       if (patch) {
         const summarizer = new BinarySummarizer(b.label, sink);

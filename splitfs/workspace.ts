@@ -17,7 +17,13 @@ import {
   writeAdmin,
   writeSharedIndex,
 } from "./admin.ts";
-import { type CaptureSummary, captureToDir, FILES_FILE, PATCH_FILE } from "./capture.ts";
+import {
+  type CaptureResult,
+  type CaptureSummary,
+  captureToDir,
+  FILES_FILE,
+  PATCH_FILE,
+} from "./capture.ts";
 import {
   type CopyStrategy,
   Dir,
@@ -77,6 +83,7 @@ import {
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
+import { quarantineAdmin, quarantineRootGit } from "./quarantine.ts";
 import type { StatIndex } from "./old_tree.ts";
 
 /** `(dev, ino)` of a directory marsh made. */
@@ -800,30 +807,30 @@ export class SplitWorkspace implements Disposable {
   }
 
   /**
-   * Verifies and captures a fork into `out/<label>/`.
+   * Verifies and captures a fork into `out/<label>/`. A fork whose Git
+   * metadata fails verification is still captured, its result marked
+   * `rejected` (untrusted), and that metadata is set aside so a host Git in
+   * the kept fork meets nothing the branch wrote ({@linkcode quarantineAdmin}).
    *
    * @throws {WorkspaceReplacedError} when the split dir or the fork was replaced
-   * @throws {RejectedError} when verification fails or a capture limit is crossed
+   * @throws {RejectedError} when the tree cannot be captured (a nested `.git`,
+   *   a name that is not UTF-8, a capture limit)
    * @throws {RefusedError} for a split reopened after a restart
    */
-  capture(label: string, opts: { textDiffTimeoutMs?: number } = {}): CaptureSummary {
+  capture(label: string, opts: { textDiffTimeoutMs?: number } = {}): CaptureResult {
     const engine = this.#made("capture");
     const held = this.#fork(label);
     const f = held.made!;
     this.#checkSplit();
     this.#checkFork(held);
     this.#checkLayers(engine);
+    const rejected = this.#verify(engine, label, f.dir);
+    let summary: CaptureSummary;
     try {
-      if (engine.git) verifyAdmin(engine.admins, label, f.dir, this.#adminSpec(engine, label));
-      // Without Git in the project any .git at the fork root is the branch's
-      // own (`git init`), with a config a host `git -C <fork>` would obey.
-      else if (f.dir.statAt(GIT_NAME) !== null) {
-        throw new RejectedError(`nested .git at ${GIT_NAME}`);
-      }
       using out = this.#openOut(label);
       // An overlay fork names what its branch touched: only those paths are compared.
       const candidates = f.candidates();
-      return captureToDir(
+      summary = captureToDir(
         {
           candidates: candidates.kind === "tree" ? candidates.tree : undefined,
           old: engine.base,
@@ -831,29 +838,71 @@ export class SplitWorkspace implements Disposable {
           new: f.dir,
           readyNs: f.readyNs,
           nestedGit: "reject",
-          newIgnore: engine.ignore
-            ? ignoreRulesOf(engine.ignore, readInfoExclude(engine.admins, label))
-            : null,
+          // The info/exclude marsh wrote, never one the branch changed.
+          newIgnore: engine.ignore ? ignoreRulesOf(engine.ignore) : null,
         },
         out,
         engine.store,
         opts.textDiffTimeoutMs,
       );
     } catch (error) {
-      // Git allows any bytes in a name; a patch path here cannot carry them.
-      if (error instanceof InvalidNameError) {
-        // An overlay fork's candidates are listed in its upper layer: name the fork instead.
-        const upper = `${OVERLAY_DIR}/${label}/${UPPER_DIR}`;
-        let where = error.dir.slice(this.dirPath.length + 1);
-        if (where === upper || where.startsWith(`${upper}/`)) {
-          where = label + where.slice(upper.length);
-        }
-        throw new RejectedError(`file name is not valid UTF-8: ${where}/${error.shown}`, {
+      const refused = error instanceof InvalidNameError
+        ? new RejectedError(`file name is not valid UTF-8: ${this.#shown(error, label)}`, {
           cause: error,
-        });
+        })
+        : error;
+      if (rejected === null) throw refused;
+      this.#quarantine(engine, label, f.dir, rejected);
+      throw refused instanceof RejectedError
+        ? new RejectedError(`${rejected}; ${refused.reason}`, { cause: refused })
+        : refused;
+    }
+    if (rejected !== null) this.#quarantine(engine, label, f.dir, rejected);
+    return { ...summary, rejected };
+  }
+
+  /** Why a fork's Git metadata is not trusted, or `null` when it verifies. */
+  #verify(engine: Engine, label: string, fork: Dir): string | null {
+    try {
+      if (engine.git) verifyAdmin(engine.admins, label, fork, this.#adminSpec(engine, label));
+      // Without Git in the project any .git at the fork root is the branch's
+      // own (`git init`), with a config a host `git -C <fork>` would obey.
+      else if (fork.statAt(GIT_NAME) !== null) return `nested .git at ${GIT_NAME}`;
+      return null;
+    } catch (error) {
+      if (error instanceof RejectedError) return error.reason;
+      // Git allows any bytes in a name; a ref named so is not Git's own state we can check.
+      if (error instanceof InvalidNameError) {
+        return `file name is not valid UTF-8: ${this.#shown(error, label)}`;
       }
       throw error;
     }
+  }
+
+  /** Sets a rejected fork's Git metadata aside; a failure keeps the rejection and says so. */
+  #quarantine(engine: Engine, label: string, fork: Dir, reason: string): void {
+    try {
+      if (engine.git) quarantineAdmin(engine.admins, label, fork, this.#adminSpec(engine, label));
+      else quarantineRootGit(fork);
+    } catch (cause) {
+      throw new RejectedError(
+        `${reason}; its Git metadata could not be set aside (${
+          cause instanceof Error ? cause.message : cause
+        }): do not run git in ${this.dirPath}/${label}`,
+        { cause },
+      );
+    }
+  }
+
+  /** Where a name that is not UTF-8 was found, relative to the split dir. */
+  #shown(error: InvalidNameError, label: string): string {
+    // An overlay fork's candidates are listed in its upper layer: name the fork instead.
+    const upper = `${OVERLAY_DIR}/${label}/${UPPER_DIR}`;
+    let where = error.dir.slice(this.dirPath.length + 1);
+    if (where === upper || where.startsWith(`${upper}/`)) {
+      where = label + where.slice(upper.length);
+    }
+    return `${where}/${error.shown}`;
   }
 
   #openOut(label: string): Dir {
@@ -1322,11 +1371,6 @@ function readNestedGit(
     forkObjects = admin.statAt("objects")?.kind === "dir";
   }
   return { git, ignore, sharedIndexes, forkObjects };
-}
-
-function readInfoExclude(admins: Dir, label: string): Uint8Array | null {
-  // The fork's own info/exclude, which verification has just checked is ours.
-  return readRel(admins, `${label}/info/exclude`, 16 * 1024 * 1024);
 }
 
 /** Removes files this request created before it failed; a failure to do so is reported with the original. */

@@ -246,7 +246,7 @@ for (const forks of POLICIES) {
 for (const forks of POLICIES) {
   Deno.test({
     name:
-      `capture rejects a fork whose gitfile or Git admin files were tampered with (forks: ${forks})`,
+      `a fork whose gitfile or Git admin files were tampered with is rejected, its patch written and its Git metadata set aside (forks: ${forks})`,
     permissions: perms,
   }, async () => {
     using sb = sandbox();
@@ -254,15 +254,26 @@ for (const forks of POLICIES) {
     await gitProject(sb, { "a.txt": "a\n" });
     using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
     const admin = (label: string) => `${splitDir(sb.root)}/.admin/${label}`;
-    const cases: [string, (fork: string, admin: string) => void, string][] = [
+    // Every program a tampered config names writes this marker if it ever runs.
+    const marker = `${sb.outside}/ran`;
+    const program = `${sb.outside}/program`;
+    put(sb.outside, "program", `#!/bin/sh\necho "$0 $*" >> ${marker}\nexit 1\n`, 0o755);
+    const cases: [string, (fork: string, admin: string) => void | Promise<void>, string][] = [
       ["config", (_f, a) => {
-        Deno.writeTextFileSync(`${a}/config`, `\tfsmonitor = ${sb.outside}/x\n`, { append: true });
-      }, "admin file changed: config"],
-      ["hookspath", (_f, a) => {
-        Deno.writeTextFileSync(`${a}/config`, `[core]\n\thooksPath = ${sb.outside}\n`, {
+        Deno.writeTextFileSync(`${a}/config`, `[core]\n\tfsmonitor = ${program}\n`, {
           append: true,
         });
-      }, "admin file changed: config"],
+      }, "admin file changed: config (core.fsmonitor)"],
+      ["hookspath", (_f, a) => {
+        put(a, "config", text(`${a}/config`).replace("/dev/null", `${sb.outside}/hooks`));
+        put(sb.outside, "hooks/post-index-change", `#!/bin/sh\n${program} hook\n`, 0o755);
+      }, "admin file changed: config (core.hookspath)"],
+      ["include", (_f, a) => {
+        put(sb.outside, "included", `[core]\n\tfsmonitor = ${program}\n`);
+        Deno.writeTextFileSync(`${a}/config`, `[include]\n\tpath = ${sb.outside}/included\n`, {
+          append: true,
+        });
+      }, "admin file changed: config (include.path)"],
       [
         "hooks",
         (_f, a) => put(a, "hooks/post-checkout", "#!/bin/sh\n", 0o755),
@@ -280,13 +291,22 @@ for (const forks of POLICIES) {
       ],
       [
         "worktree",
-        (_f, a) => put(a, "config.worktree", "[core]\n\tfsmonitor = true\n"),
+        (_f, a) => put(a, "config.worktree", `[core]\n\tfsmonitor = ${program}\n`),
         "admin dir has an unexpected entry: config.worktree",
       ],
       ["alternates", (_f, a) => {
         Deno.writeTextFileSync(`${a}/objects/info/alternates`, `${sb.outside}\n`, { append: true });
       }, "admin file changed: objects/info/alternates"],
-      ["head", (_f, a) => put(a, "HEAD", "ref: refs/heads/main\n"), "admin file changed: HEAD"],
+      [
+        "head",
+        (_f, a) => put(a, "HEAD", "ref: refs/remotes/origin/main\n"),
+        "admin file changed: HEAD (points outside refs/heads/)",
+      ],
+      [
+        "packedrefs",
+        (_f, a) => put(a, "packed-refs", "garbage\n"),
+        "admin file changed: packed-refs (unexpected line 1)",
+      ],
       ["exclude", (_f, a) => put(a, "info/exclude", "*\n"), "admin file changed: info/exclude"],
       [
         "attributes",
@@ -300,6 +320,11 @@ for (const forks of POLICIES) {
       ],
       ["gitfile", (f) => put(f, ".git", `gitdir: ${sb.root}/.git\n`), "admin file changed: .git"],
       ["nogitfile", (f) => Deno.removeSync(`${f}/.git`), "admin file changed: .git"],
+      ["gitdirfork", async (f) => {
+        Deno.removeSync(`${f}/.git`);
+        await gitOk(f, ["init", "-q"], opts);
+        await gitOk(f, ["config", "core.fsmonitor", program], opts);
+      }, "admin file changed: .git"],
       ["admindir", (_f, a) => {
         Deno.renameSync(a, `${a}.moved`);
         Deno.symlinkSync(`${a}.moved`, a);
@@ -308,10 +333,34 @@ for (const forks of POLICIES) {
     for (const [label, tamper, reason] of cases) {
       const fork = ws.fork(label);
       put(fork.path, "a.txt", `changed in ${label}\n`);
-      tamper(fork.path, admin(label));
-      expectRejected(ws, label, reason);
-      assert.deepEqual([...Deno.readDirSync(`${splitDir(sb.root)}/out/${label}`)], []);
+      put(fork.path, "new.txt", "new\n");
+      await tamper(fork.path, admin(label));
+      const c = ws.capture(label);
+      assert.equal(c.rejected, reason, `fork ${label}`);
+      // The tree's patch is written all the same, for recovery.
+      assert.equal(c.files, 2, `fork ${label}`);
+      const out = `${splitDir(sb.root)}/out/${label}`;
+      assert.equal(text(`${out}/files`), "M\ta.txt\nA\tnew.txt\n", `fork ${label}`);
+      assert.match(text(`${out}/diff.patch`), new RegExp(`\\+changed in ${label}\n`));
+      // The fork is kept, its files untouched; the branch's own metadata is set aside.
+      assert.equal(text(`${fork.path}/a.txt`), `changed in ${label}\n`);
+      assert.equal(exists(`${splitDir(sb.root)}/.admin/.rejected-${label}`), true, `fork ${label}`);
+      // A host git in the kept fork meets only marsh's metadata: it shows the
+      // work against the caller's HEAD and runs nothing.
+      const status = await gitOk(fork.path, ["status", "--porcelain"], opts);
+      // (The repository a branch made at the root shows as an untracked dir.)
+      assert.equal(
+        status.replace(/^\?\? \.git\.rejected-[0-9a-f]{8}\/\n/m, ""),
+        " M a.txt\n?? new.txt\n",
+        `fork ${label}`,
+      );
+      assert.equal(exists(marker), false, `fork ${label}: ${exists(marker) ? text(marker) : ""}`);
     }
+    // A branch-made repository at the fork's root is moved aside, not deleted.
+    const moved = [...Deno.readDirSync(`${splitDir(sb.root)}/gitdirfork`)]
+      .map((e) => e.name).filter((n) => n.startsWith(".git.rejected-"));
+    assert.equal(moved.length, 1);
+    assert.equal(exists(`${splitDir(sb.root)}/gitdirfork/${moved[0]}/config`), true);
 
     // A normal commit inside a fork is Git's own state, never a rejection.
     const ok = ws.fork("commit");
@@ -320,9 +369,11 @@ for (const forks of POLICIES) {
     await gitOk(ok.path, ["commit", "-q", "-m", "in the fork"], opts);
     await gitOk(ok.path, ["status"], opts);
     await gitOk(ok.path, ["log", "--oneline"], opts);
-    assert.equal(ws.capture("commit").files, 1);
+    const committed = ws.capture("commit");
+    assert.equal(committed.files, 1);
+    assert.equal(committed.rejected, null);
 
-    // A rejected fork is removed by the caller; its out/ stays for the status.
+    // removeFork still removes a fork whole; its out/ stays for the status.
     ws.removeFork("config");
     assert.equal(exists(`${splitDir(sb.root)}/config`), false);
     assert.equal(exists(admin("config")), false);
@@ -380,7 +431,17 @@ for (const forks of POLICIES) {
     await gitOk(fork.path, ["config", "core.fsmonitor", `${sb.outside}/fsmonitor`], {
       home: sb.home,
     });
-    expectRejected(ws, "a", "nested .git at .git");
+    put(fork.path, "b.txt", "made\n");
+    // Its patch is written, and its repository moved aside for the kept fork.
+    const c = ws.capture("a");
+    assert.equal(c.rejected, "nested .git at .git");
+    assert.equal(c.files, 1);
+    assert.equal(exists(`${fork.path}/.git`), false);
+    const moved = [...Deno.readDirSync(fork.path)].filter((e) =>
+      e.name.startsWith(".git.rejected-")
+    );
+    assert.equal(moved.length, 1);
+    assert.equal(exists(`${fork.path}/${moved[0]!.name}/config`), true);
     const plain = ws.fork("plain");
     put(plain.path, "a.txt", "changed\n");
     assert.equal(ws.capture("plain").files, 1);
@@ -408,7 +469,11 @@ for (const forks of POLICIES) {
       ...opts,
       cwd: `${splitDir(sb.root)}/.admin/badref`,
     });
-    expectRejected(ws, "badref", "file name is not valid UTF-8: .admin/badref/refs/heads/\\xfe");
+    // In the admin dir it is a verification failure: the patch is still written.
+    assert.equal(
+      ws.capture("badref").rejected,
+      "file name is not valid UTF-8: .admin/badref/refs/heads/\\xfe",
+    );
     const big = ws.fork("bigignore");
     put(big.path, "sub/.gitignore", new Uint8Array(16 * 1024 * 1024 + 1).fill(0x61));
     expectRejected(ws, "bigignore", "ignore file too large: sub/.gitignore");

@@ -28,6 +28,7 @@ import { labelProblem } from "../splitfs/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
+import { writeJoinObjects } from "./join_objects.ts";
 import { checkArgvBranches } from "./kit_names.ts";
 import type { Log } from "./log.ts";
 import { keptWork, manifestOf } from "./manifest.ts";
@@ -1399,6 +1400,8 @@ export class Splits {
     clearTimeout(live.leaseTimer);
     try {
       await this.#ensureOpen(live, s);
+      const unwritten = await writeJoinObjects(this.#d, s);
+      if (unwritten !== null) throw new RequestError(2, unwritten);
       const manifest = this.#manifest(s.id);
       const env: Record<string, string> = {
         SPLIT_ID: s.id,

@@ -9,8 +9,9 @@
  *
  * where one branch edits a text file, one adds a binary file and one fails
  * (`exit 3`), and the consumer applies only the text edit with
- * `git apply --3way`. Then it prints what happened, checks it, stops the
- * daemon and removes the temporary directory. Exit status 0 when everything
+ * `git apply --3way`. Then it prints what happened, checks it (the project's
+ * Git still whole once the split is gone: `git fsck`, `git stash`,
+ * `git commit`), stops the daemon and removes the temporary directory. Exit status 0 when everything
  * happened as expected, 1 otherwise.
  *
  * Run: `./bin/deno task demo`. Needs `--allow-read`, `--allow-write`,
@@ -247,6 +248,25 @@ async function demo(tmp: string): Promise<void> {
     showRun(`marsh splits ${id}`, listed);
     expect(listed.stdout.startsWith(`${id}  joined`), "the split is joined");
     expect(!(await exists(`${project}/.marsh/split/${id}`)), "the split's directory is gone");
+
+    step("The project's Git is whole without the split");
+    // join wrote the blobs the patches need into .git/objects before the
+    // consumer ran: what git apply staged outlives the split's store.
+    for (
+      const [cmdline, args] of [
+        ["git fsck --full", ["fsck", "--full", "--no-dangling"]],
+        ["git stash", ["stash", "--quiet"]],
+        ["git stash pop --index", ["stash", "pop", "--quiet", "--index"]],
+        ["git commit -m 'Say hi'", ["commit", "--quiet", "-m", "Say hi"]],
+        ["git fsck --full", ["fsck", "--full", "--no-dangling"]],
+      ] as const
+    ) {
+      const r = await run("git", args, { cwd: project, env });
+      showRun(cmdline, r);
+      expect(r.code === 0, `${cmdline} to succeed (exit ${r.code})`);
+    }
+    const committed = await run("git", ["show", "HEAD:src/greet.ts"], { cwd: project, env });
+    expect(committed.stdout === GREET_EDITED, "the commit holds the edited src/greet.ts");
 
     step("Stop the demo's daemon");
     const stop = await run(marsh, ["daemon", "stop"], { cwd: project, env });

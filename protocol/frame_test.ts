@@ -123,3 +123,29 @@ Deno.test("a fork request's shareIndex is an optional boolean, absent by default
   // Unknown fields are dropped, as for every frame.
   assert.deepEqual(parseSplitfsRequest({ ...fork, extra: 1 }), fork);
 });
+
+Deno.test("an export-objects request takes checked labels and an optional parent", () => {
+  const req = { v: 1, t: "export-objects", id: "s1", labels: ["a", "b"] };
+  assert.deepEqual(parseSplitfsRequest(req), req);
+  const nested = { ...req, parent: { split: "p1", label: "x" } };
+  assert.deepEqual(parseSplitfsRequest(nested), nested);
+  for (
+    const labels of [
+      "a",
+      [1],
+      ["../a"],
+      ["a/b"],
+      Array.from({ length: 17 }, (_, i) => `l${i}`),
+    ]
+  ) {
+    assert.throws(() => parseSplitfsRequest({ ...req, labels }), ProtocolError);
+  }
+  assert.throws(
+    () => parseSplitfsRequest({ ...req, parent: { split: "../x", label: "a" } }),
+    ProtocolError,
+  );
+  const reply = { v: 1, t: "exported", target: "/p/.git/objects", written: 2, present: 1 };
+  assert.deepEqual(parseSplitfsReply(reply), reply);
+  assert.deepEqual(parseSplitfsReply({ ...reply, target: null }), { ...reply, target: null });
+  assert.throws(() => parseSplitfsReply({ ...reply, written: "2" }), ProtocolError);
+});

@@ -250,6 +250,26 @@ export interface ReopenRequest {
   readonly git: boolean;
 }
 
+/**
+ * Before join's consumer runs (and before a bare join's rendering): write
+ * the blobs the patches of `labels` name (the `index` lines of each
+ * `out/<label>/diff.patch`) from the split's `store.git` into the objects
+ * dir the consumer's Git uses, so what `git apply --3way` stages outlives
+ * the split. That is the project's `.git/objects` for a root split, and the
+ * creator fork's `.admin/<parent.label>/objects` for a nested one (`parent`,
+ * as journaled). Each object is verified against its id; existing ones are
+ * left untouched. Answered with `exported`.
+ */
+export interface ExportObjectsRequest {
+  readonly v: 1;
+  readonly t: "export-objects";
+  readonly id: string;
+  /** The branches whose patches to read, at most {@linkcode MAX_SPLIT_BRANCHES}. */
+  readonly labels: readonly string[];
+  /** A nested split's creator branch, as journaled. */
+  readonly parent?: SplitParent;
+}
+
 /** Every request the service accepts. */
 export type SplitfsRequest =
   | DiffRequest
@@ -266,7 +286,8 @@ export type SplitfsRequest =
   | RenderRequest
   | ReopenRequest
   | ProbeRequest
-  | GcRequest;
+  | GcRequest
+  | ExportObjectsRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -384,6 +405,21 @@ export interface CapturedReply {
   readonly rejected?: string;
 }
 
+/** The answer to `export-objects`. */
+export interface ExportedReply {
+  readonly v: 1;
+  readonly t: "exported";
+  /**
+   * The objects dir written to, absolute; `null` when there was nothing to
+   * do (a SHA-256 repository: the patches' ids are SHA-1).
+   */
+  readonly target: string | null;
+  /** Objects written. */
+  readonly written: number;
+  /** Objects the target already held (left untouched). */
+  readonly present: number;
+}
+
 /** A request that returns nothing finished. */
 export interface OkReply {
   readonly v: 1;
@@ -414,6 +450,7 @@ export type SplitfsReply =
   | CapturedReply
   | ProbedReply
   | CollectedReply
+  | ExportedReply
   | OkReply
   | ErrorReply;
 
@@ -619,6 +656,18 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "capture":
     case "remove-fork":
       return { v: 1, t: x.t, id: str(x, "id"), label: str(x, "label") };
+    case "export-objects": {
+      const labels = x.labels;
+      if (
+        !Array.isArray(labels) || labels.length > MAX_SPLIT_BRANCHES ||
+        !labels.every((l) => typeof l === "string" && labelProblem(l) === null)
+      ) {
+        throw new ProtocolError(
+          `malformed export-objects frame: labels must be a list of at most ${MAX_SPLIT_BRANCHES} labels`,
+        );
+      }
+      return { v: 1, t: "export-objects", id: str(x, "id"), labels, ...optParent(x) };
+    }
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
@@ -728,6 +777,14 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
         changedBytes: num(x, "changedBytes"),
         ms: num(x, "ms"),
         ...(x.rejected === undefined ? {} : { rejected: str(x, "rejected") }),
+      };
+    case "exported":
+      return {
+        v: 1,
+        t: "exported",
+        target: x.target === null ? null : str(x, "target"),
+        written: num(x, "written"),
+        present: num(x, "present"),
       };
     case "ok":
       return { v: 1, t: "ok" };

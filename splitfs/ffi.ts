@@ -36,6 +36,7 @@ const SYMBOLS = {
   ioctl: { parameters: ["i32", "u64", "i32"], result: "i32" },
   fchmod: { parameters: ["i32", "u32"], result: "i32" },
   fchmodat: { parameters: ["i32", "buffer", "u32", "i32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
   futimens: { parameters: ["i32", "buffer"], result: "i32" },
   utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },

@@ -27,6 +27,7 @@ import { GitMetadataError } from "./git_source.ts";
 import { LayerError } from "./layers.ts";
 import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
+import { ObjectExportError } from "./object_export.ts";
 import { MountError } from "./overlay.ts";
 import { locateProject } from "./project_root.ts";
 import { unmountSplit } from "./split_mounts.ts";
@@ -236,6 +237,17 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       send({ v: 1, t: "collected", ...r });
       return;
     }
+    case "export-objects": {
+      const r = workspace(req.id).exportObjects(req.labels, req.parent ?? null);
+      send({
+        v: 1,
+        t: "exported",
+        target: r?.target ?? null,
+        written: r?.written ?? 0,
+        present: r?.present ?? 0,
+      });
+      return;
+    }
     case "reopen": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
       const ws = SplitWorkspace.open({
@@ -270,7 +282,7 @@ function toError(error: unknown): ErrorReply {
     error instanceof RefusedError || error instanceof TypeError ||
     error instanceof InvalidNameError || error instanceof GitMetadataError ||
     error instanceof MountError || error instanceof LayerError ||
-    error instanceof MountPointError
+    error instanceof MountPointError || error instanceof ObjectExportError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }

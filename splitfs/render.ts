@@ -312,8 +312,13 @@ function tampered(label: string, cause: unknown): RejectedError {
   return new RejectedError(`out/${label} was tampered with`, { cause });
 }
 
-/** Opens `out/<label>/diff.patch`, or `null` when the branch has none. */
-function openPatch(out: Dir, label: string): FileHandle | null {
+/**
+ * Opens `out/<label>/diff.patch`, or `null` when the branch has none.
+ *
+ * @throws {RejectedError} `out/<label> was tampered with` for a symlink or
+ *   special file where a directory or `diff.patch` belongs
+ */
+export function openPatch(out: Dir, label: string): FileHandle | null {
   let dir: Dir;
   try {
     dir = out.openDir(label);

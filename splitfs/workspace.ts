@@ -52,6 +52,7 @@ import {
   loadIgnoreInputs,
   MAX_EXCLUDES_BYTES,
 } from "./ignore_load.ts";
+import { exportPatchObjects, type ExportSummary, storesSha1 } from "./object_export.ts";
 import { readRel } from "./read_rel.ts";
 import { type Emit, type RenderBranch, renderBranches } from "./render.ts";
 import {
@@ -1065,6 +1066,43 @@ export class SplitWorkspace implements Disposable {
     }
     this.#checkSplit();
     return renderBranches(this.#outDir(), branches, terminal, emit);
+  }
+
+  /**
+   * Writes the blobs the patches of `labels` name into the objects dir their
+   * consumer's Git uses (docs/guide.md, "Applying a branch's patch"): the
+   * project's `.git/objects`, or for a nested split (`parent`, as journaled)
+   * its creator fork's `.admin/<label>/objects`. Both are opened through the
+   * descriptors held since the split was made, never through a path a
+   * branch could have planted. `null`: not a SHA-1 Git project, nothing to do.
+   *
+   * @throws {ObjectExportError} for a missing or corrupt store object
+   * @throws {RejectedError} for a tampered out/
+   */
+  exportObjects(
+    labels: readonly string[],
+    parent: SplitParent | null,
+  ): (ExportSummary & { readonly target: string }) | null {
+    for (const label of labels) {
+      const problem = labelProblem(label);
+      if (problem) throw new RefusedError(problem);
+    }
+    if (
+      this.parent !== null &&
+      (parent?.split !== this.parent.split || parent.label !== this.parent.label)
+    ) {
+      throw new RefusedError(
+        `split ${this.id} was made by ${this.parent.split}/${this.parent.label}`,
+      );
+    }
+    this.#checkSplit();
+    if (!this.isGit || !storesSha1(this.#rootDir)) return null;
+    using store = this.#dir.openPath(`${STORE_DIR}/objects`);
+    using target = parent
+      ? this.#splits.openPath(`${parent.split}/${ADMIN_DIR}/${parent.label}/objects`)
+      : this.#rootDir.openPath(`${GIT_NAME}/objects`);
+    const summary = exportPatchObjects(this.#outDir(), labels, store, target);
+    return { ...summary, target: target.path };
   }
 
   /**

@@ -14,7 +14,7 @@ Deno.test({
   permissions: PERMISSIONS,
 }, async () => {
   await using sb = await Sandbox.create({ files: { "a.txt": NINE } });
-  // An uncommitted edit goes into the snapshot, so the patch's preimage is in SPLIT_OBJECTS only.
+  // An uncommitted edit goes into the snapshot, so the patch's preimage is in no commit.
   Deno.writeTextFileSync(`${sb.project}/a.txt`, NINE.replace("1\n", "one\n"));
   const r = await sb.bash(String.raw`
 set -o pipefail
@@ -24,9 +24,9 @@ printf 'from the spool\n' |
     cat > "$HOME/rendering"
     # The host moved on after the snapshot: the hunk applies only as a 3-way merge.
     sed -i "s/^7\$/seven/" a.txt && git add -A
-    if git apply --3way "$SPLIT_DIR/edit/diff.patch" 2>/dev/null; then
-      echo "applied without the split objects" >&2; exit 90
-    fi
+    # join wrote the patch blobs into the project first: the a.txt pre-image is there.
+    pre=$(sed -n "s/^index \([0-9a-f]*\)[.][.].*/\1/p" "$SPLIT_DIR/edit/diff.patch" | head -n 1)
+    git cat-file -e "$pre" || { echo "pre-image $pre is not in the project" >&2; exit 90; }
     GIT_ALTERNATE_OBJECT_DIRECTORIES="$SPLIT_OBJECTS" git apply --3way "$SPLIT_DIR/edit/diff.patch"'
 `);
   // CMD exited 0, so pipefail gives split's status: the first nonzero branch in declaration order.

@@ -505,6 +505,13 @@ export class Splits {
       );
     }
     live.timing.snapshot = created.snapshot.ms;
+    if (created.snapshot.untrusted) {
+      // A layer changed after its seal is never a base again (docs/engine.md).
+      const message = `marsh split: ${created.snapshot.untrusted}; ` +
+        "it was not used: this split's base is a fresh copy of the tree";
+      log.info(`split ${id}: ${message}`);
+      void conn.send({ v: 1, t: "notice", message });
+    }
     journal.updateSplit(id, {
       identity: created.identity,
       git: created.git,

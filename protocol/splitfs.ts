@@ -346,6 +346,13 @@ export interface CreatedReply {
     readonly layers: number;
     /** Files written for this snapshot (all of them for a copied base). */
     readonly copied: number;
+    /**
+     * Why the project's previous snapshot layers were not reused (one was
+     * changed after it was sealed, or is missing or unsealed), so this
+     * snapshot copied the tree afresh; absent when they were, or when there
+     * were none.
+     */
+    readonly untrusted?: string;
   };
   /** The fork strategy this split's forks will use, and why. */
   readonly forks: { readonly strategy: string; readonly reason: string };
@@ -737,6 +744,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
           rootId: snap.rootId === null ? null : str(snap, "rootId"),
           layers: num(snap, "layers"),
           copied: num(snap, "copied"),
+          ...(snap.untrusted === undefined ? {} : { untrusted: str(snap, "untrusted") }),
         },
         forks: { strategy: str(x.forks, "strategy"), reason: str(x.forks, "reason") },
         withIgnored: bool(x, "withIgnored"),

@@ -15,15 +15,17 @@
  *   file.
  * - `index`: the live tree's stat index at this snapshot (see
  *   {@linkcode LayerIndex}), so the next snapshot reads only changed files.
+ * - `stat`: the stat records of `data/` at seal time (see `layer_seal.ts`).
  * - `meta.json`: id, parent, depth, chain, root id, creation time, counts,
- *   and the index's SHA-256.
+ *   and the SHA-256 of the index and of `stat`.
  * - `SEALED`: `sha256 <hex of meta.json>`, written last and fsynced; a layer
  *   without it, or whose `meta.json` does not match it, is never trusted.
  *   (`index`, `meta.json` and `SEALED` are fsynced; the data files are left
  *   to writeback, since an fsync per file would cost more than the copy.)
  *
  * After sealing, `layers/<id>` is made `0o555`; nothing in a sealed layer is
- * ever modified. A chain's head, `layers/<chain>.head`, names its top layer
+ * ever modified by marsh, and a snapshot reuses a stack only after checking
+ * each layer's data against its `stat` records. A chain's head, `layers/<chain>.head`, names its top layer
  * and is replaced atomically; the stack is found by following `parent`.
  *
  * A later snapshot reads about as little as `git status` does:
@@ -92,6 +94,22 @@ import {
   statIndexOf,
   STRIDE,
 } from "./layer_index.ts";
+import {
+  CHAIN,
+  checkData,
+  DATA,
+  LAYER_ID,
+  LayerError,
+  type LayerMeta,
+  MAX_META_BYTES,
+  META,
+  parseMeta,
+  readSealedMeta,
+  recordData,
+  SEALED,
+  sealOf,
+  sha256Hex,
+} from "./layer_seal.ts";
 import { LAYERS_DIR, TRASH_DIR } from "./layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import type { StatIndex } from "./old_tree.ts";
@@ -154,6 +172,12 @@ export interface LayerSnapshot {
    * listing was unchanged is not re-listed).
    */
   readonly stats: SnapshotCounts;
+  /**
+   * Why the chain's previous stack was not reused (a layer missing,
+   * unsealed, or changed since its seal: see `layer_seal.ts`), so this
+   * snapshot started a fresh chain; `null` otherwise.
+   */
+  readonly untrusted: string | null;
 }
 
 /** One sealed layer, from its `meta.json`. */
@@ -173,24 +197,9 @@ export interface LayerInfo {
   readonly files: number;
 }
 
-/** A layer that is missing, unsealed, or does not match its seal. */
-export class LayerError extends Error {
-  override name = "LayerError";
-  constructor(readonly id: string, readonly detail: string, options?: ErrorOptions) {
-    super(`layer "${id}" ${detail}`, options);
-  }
-}
-
-/** Layer ids: time-ordered base36 then random base36. */
-export const LAYER_ID = /^[a-z0-9]{8,24}$/;
-const CHAIN = /^[a-z0-9][a-z0-9-]{0,31}$/;
+export { DATA, LAYER_ID, LayerError, SEALED };
 const HEAD_SUFFIX = ".head";
-/** Under `layers/<id>/`: the overlay lower dir. */
-export const DATA = "data";
-const META = "meta.json";
 const INDEX = "index";
-/** Under `layers/<id>/`: the seal, written last; a layer without it is not trusted. */
-export const SEALED = "SEALED";
 const SPILL = ".spill";
 const EMPTY_DIR = ".empty";
 const TRASH_PREFIX = "layer-";
@@ -198,7 +207,6 @@ const DEFAULT_MAX_DEPTH = 32;
 /** Files up to this size are read into memory once, hashed, and written from memory. */
 const IN_MEMORY_LIMIT = 64 * 1024 * 1024;
 const CHUNK = 1 << 20;
-const MAX_META_BYTES = 64 * 1024;
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -226,52 +234,6 @@ export function ignoreKeyOf(inputs: IgnoreInputs | null): string {
   }
   h.update(inputs.ignoreCase ? "i" : "c");
   return `rules:${h.digest("hex")}`;
-}
-
-interface LayerMeta {
-  readonly version: 1;
-  readonly id: string;
-  readonly parent: string | null;
-  readonly depth: number;
-  readonly chain: string;
-  readonly rootId: string;
-  readonly created: number;
-  readonly full: boolean;
-  readonly files: number;
-  readonly dirs: number;
-  readonly symlinks: number;
-  readonly whiteouts: number;
-  readonly bytes: number;
-  readonly index: { readonly sha256: string; readonly size: number };
-}
-
-function parseMeta(bytes: Uint8Array): LayerMeta | null {
-  let v: unknown;
-  try {
-    v = JSON.parse(dec.decode(bytes));
-  } catch {
-    return null; // a torn or foreign file: callers report it as malformed
-  }
-  if (typeof v !== "object" || v === null) return null;
-  const m = v as Record<string, unknown>;
-  const nat = (x: unknown) => typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
-  const ix = m.index as Record<string, unknown> | undefined;
-  const ok = m.version === 1 && typeof m.id === "string" && LAYER_ID.test(m.id) &&
-    (m.parent === null || (typeof m.parent === "string" && LAYER_ID.test(m.parent))) &&
-    nat(m.depth) && (m.depth as number) >= 1 && typeof m.chain === "string" &&
-    CHAIN.test(m.chain) && typeof m.rootId === "string" && /^[0-9a-f]{40}$/.test(m.rootId) &&
-    nat(m.created) && typeof m.full === "boolean" && nat(m.files) && nat(m.dirs) &&
-    nat(m.symlinks) && nat(m.whiteouts) && nat(m.bytes) && typeof ix === "object" &&
-    ix !== null && typeof ix.sha256 === "string" && nat(ix.size);
-  return ok ? m as unknown as LayerMeta : null;
-}
-
-function sha256Hex(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("hex");
-}
-
-function sealOf(meta: Uint8Array): string {
-  return `sha256 ${sha256Hex(meta)}\n`;
 }
 
 function isErrno(error: unknown, errno: number): boolean {
@@ -354,24 +316,41 @@ export class LayerStore implements Disposable {
     }
     const start = this.#probeTime();
     const ignoreKey = opts.ignore === null ? "none" : opts.ignoreKey ?? null;
-    const prev = this.#loadHead(opts.chain);
+    const head = this.#loadHead(opts.chain);
+    let untrusted = head.problem;
+    const prev = head.stack;
     if (prev !== null) {
       const walk = this.#walk(opts, prev.index, ignoreKey, start);
-      if (walk.layer === null) {
-        // Nothing to write. The refreshed stats (files touched but not changed)
-        // are worth keeping, in memory only: the layer's own index is sealed.
-        cache.set(this.#cacheKey(prev.top.id), walk.index);
-        return new Snapshot(prev.ids, prev.top.rootId, walk.index, walk.stats);
-      }
-      if (prev.top.depth < maxDepth) {
+      const reuse = walk.layer === null || prev.top.depth < maxDepth;
+      // Checked after the walk: as close as possible to the mount that stacks it.
+      untrusted = reuse ? this.#checkData(prev.metas) : null;
+      if (reuse && untrusted === null) {
+        if (walk.layer === null) {
+          // Nothing to write. The refreshed stats (files touched but not changed)
+          // are worth keeping, in memory only: the layer's own index is sealed.
+          cache.set(this.#cacheKey(prev.top.id), walk.index);
+          return new Snapshot(prev.ids, prev.top.rootId, walk.index, walk.stats, null);
+        }
         const meta = this.#seal(walk.layer, walk, opts.chain, prev.top, false);
-        return new Snapshot([...prev.ids, meta.id], meta.rootId, walk.index, walk.stats);
+        return new Snapshot([...prev.ids, meta.id], meta.rootId, walk.index, walk.stats, null);
       }
-      this.#layers.removeTree(walk.layer);
+      if (walk.layer !== null) this.#layers.removeTree(walk.layer);
     }
     const walk = this.#walk(opts, null, ignoreKey, start);
     const meta = this.#seal(walk.layer as string, walk, opts.chain, null, true);
-    return new Snapshot([meta.id], meta.rootId, walk.index, walk.stats);
+    return new Snapshot([meta.id], meta.rootId, walk.index, walk.stats, untrusted);
+  }
+
+  /**
+   * Checks the data of `chain`'s head stack against its seals, as a
+   * snapshot does before it reuses the stack.
+   *
+   * @returns `null` when there is no head or every layer is intact, else
+   *   why the next snapshot will not reuse it
+   */
+  checkHead(chain: string): string | null {
+    const head = this.#loadHead(chain);
+    return head.stack === null ? head.problem : this.#checkData(head.stack.metas);
   }
 
   /**
@@ -540,20 +519,41 @@ export class LayerStore implements Disposable {
     this.#layers.renameReplacing(tmp, this.#layers, chain + HEAD_SUFFIX);
   }
 
-  /** The head's stack with its top's index, or `null` when it must be rebuilt from scratch. */
-  #loadHead(chain: string): { ids: string[]; top: LayerMeta; index: LayerIndex } | null {
+  /**
+   * The head's stack with its top's index; `stack` is `null` when the chain
+   * must be rebuilt from scratch, and `problem` then says why (`null` for a
+   * chain without a head).
+   */
+  #loadHead(chain: string): {
+    stack: { ids: string[]; metas: LayerMeta[]; top: LayerMeta; index: LayerIndex } | null;
+    problem: string | null;
+  } {
     const top = this.#readHead(chain);
-    if (top === null) return null;
+    if (top === null) return { stack: null, problem: null };
     try {
       const metas = this.#stack(top);
       const topMeta = metas[metas.length - 1] as LayerMeta;
-      if (metas.some((m) => m.chain !== chain)) return null;
-      return { ids: metas.map((m) => m.id), top: topMeta, index: this.#loadIndex(topMeta) };
+      const other = metas.find((m) => m.chain !== chain);
+      if (other) {
+        return { stack: null, problem: `layer "${other.id}" belongs to chain ${other.chain}` };
+      }
+      const index = this.#loadIndex(topMeta);
+      return { stack: { ids: metas.map((m) => m.id), metas, top: topMeta, index }, problem: null };
     } catch (error) {
       // A head we cannot trust is replaced by a full copy, never patched.
-      if (error instanceof LayerError) return null;
+      if (error instanceof LayerError) return { stack: null, problem: error.message };
       throw error;
     }
+  }
+
+  /** The first layer whose data no longer matches its seal, as a message; `null` when none. */
+  #checkData(metas: readonly LayerMeta[]): string | null {
+    for (const meta of metas) {
+      using wrapper = this.#openWrapper(meta.id);
+      const problem = checkData(wrapper, meta);
+      if (problem !== null) return new LayerError(meta.id, problem).message;
+    }
+    return null;
   }
 
   /** Verified metas from the bottom layer up to `top`. @throws {LayerError} */
@@ -612,17 +612,7 @@ export class LayerStore implements Disposable {
 
   /** The layer's meta after checking its seal. @throws {LayerError} */
   #verify(id: string, wrapper: Dir): LayerMeta {
-    const seal = wrapper.readFileIfExists(SEALED, 256);
-    if (seal === null) throw new LayerError(id, "is not sealed: SEALED is missing");
-    const metaBytes = wrapper.readFileIfExists(META, MAX_META_BYTES);
-    if (metaBytes === null) throw new LayerError(id, "is not sealed: meta.json is missing");
-    if (dec.decode(seal) !== sealOf(metaBytes)) {
-      throw new LayerError(id, "is not sealed: meta.json does not match its seal");
-    }
-    const meta = parseMeta(metaBytes);
-    if (meta === null) throw new LayerError(id, "has a malformed meta.json");
-    if (meta.id !== id) throw new LayerError(id, `has the meta.json of layer "${meta.id}"`);
-    return meta;
+    return readSealedMeta(id, wrapper);
   }
 
   #tryVerify(id: string): LayerMeta | null {
@@ -742,10 +732,12 @@ export class LayerStore implements Disposable {
   ): LayerMeta {
     try {
       using wrapper = this.#layers.openDir(id);
+      // Recorded after the data's last write (the walk set its directories' bits).
+      const data = recordData(wrapper);
       const indexBytes = encodeIndex(walk.index);
       writeDurable(wrapper, INDEX, indexBytes);
       const meta: LayerMeta = {
-        version: 1,
+        version: 2,
         id,
         parent: parent?.id ?? null,
         depth: parent ? parent.depth + 1 : 1,
@@ -759,6 +751,7 @@ export class LayerStore implements Disposable {
         whiteouts: walk.written.whiteouts,
         bytes: walk.written.bytes,
         index: { sha256: sha256Hex(indexBytes), size: indexBytes.length },
+        data,
       };
       const metaBytes = enc.encode(JSON.stringify(meta, null, 2) + "\n");
       writeDurable(wrapper, META, metaBytes);
@@ -785,6 +778,7 @@ class Snapshot implements LayerSnapshot {
     readonly rootId: string,
     ix: LayerIndex,
     readonly stats: SnapshotCounts,
+    readonly untrusted: string | null,
   ) {
     this.#ix = ix;
   }

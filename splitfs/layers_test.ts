@@ -476,7 +476,7 @@ Deno.test({
   assert.equal(s3.stats.copied, 1);
   assert.deepEqual(
     leaves(`${p.layersPath}/${s3.layers[1]}`),
-    ["data/big.bin", "index", "meta.json", "SEALED"].sort(),
+    ["data/big.bin", "index", "meta.json", "SEALED", "stat"].sort(),
   );
   await assertStackIsLive(p, s3);
   assert.equal(s3.rootId, await gitTree(p, `${p.sb.top}/check.git`));

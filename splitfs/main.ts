@@ -149,6 +149,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
           rootId: ws.layers?.rootId ?? null,
           layers: ws.layers?.layers.length ?? 0,
           copied: ws.layers?.copied ?? ws.snapshot.files,
+          ...(ws.layers?.untrusted ? { untrusted: ws.layers.untrusted } : {}),
         },
         forks: fork,
         withIgnored: req.withIgnored,

@@ -214,6 +214,8 @@ interface Layered {
   /** Files written into a new layer by this snapshot. */
   readonly copied: number;
   readonly reason: string;
+  /** Why the chain's previous stack was not reused (see `LayerSnapshot.untrusted`). */
+  readonly untrusted: string | null;
 }
 
 /** What only a split created in this process holds: what forking and capture need. */
@@ -418,6 +420,7 @@ export class SplitWorkspace implements Disposable {
           rootId: snap.rootId,
           copied: snap.stats.copied,
           reason: choice.reason,
+          untrusted: snap.untrusted,
           lowers,
         };
         strategy = new OverlayForkStrategy(choice.mode, lowers.slice(0, snap.layers.length));

@@ -27,6 +27,17 @@ import {
 } from "../protocol/control_dir.ts";
 import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
 import { denoPath, probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import {
+  type ChildRecord,
+  describeFate,
+  END_DEFAULTS,
+  endChildren,
+  type ProcessLink,
+  readChildren,
+  removeChildren,
+  serviceLink,
+  writeChildren,
+} from "./children.ts";
 import { JobClientBundle } from "./job_capability.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
@@ -83,6 +94,32 @@ async function probeForks(
   }
 }
 
+/** Writes `children.json`; a child that is already gone is left out (and reported). */
+async function recordChildren(
+  link: ProcessLink,
+  home: string,
+  splitfs: number,
+  worker: number,
+  log: Log,
+): Promise<void> {
+  const pids = [["splitfs", splitfs], ["worker", worker]] as const;
+  let starts: readonly (number | null)[];
+  try {
+    starts = await link.starts(pids.map(([, pid]) => pid));
+  } catch (error) {
+    log.info(`children: error: cannot learn the start times of ${splitfs} and ${worker}: ${error}`);
+    return;
+  }
+  const children: ChildRecord[] = [];
+  pids.forEach(([role, pid], i) => {
+    const start = starts[i];
+    if (start === null || start === undefined) {
+      log.info(`children: the ${role} (pid ${pid}) is already gone`);
+    } else children.push({ role, pid, start });
+  });
+  writeChildren(home, children);
+}
+
 async function main(): Promise<number> {
   let home: string;
   try {
@@ -126,11 +163,6 @@ async function main(): Promise<number> {
     return 2;
   }
   const journal = Journal.open(`${home}/${JOURNAL_NAME}`);
-  const report = journal.recoverAfterRestart(Date.now());
-  for (const s of report.splits) log.info(`restart: split ${s.id} ${s.from} -> ${s.to}`);
-  for (const b of report.branches) {
-    log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
-  }
 
   // The engine argv branches run on: the one the CLI user who started this
   // daemon means (DOCKER_HOST, else the control dir's private engine when it
@@ -150,7 +182,22 @@ async function main(): Promise<number> {
   log.info(engine === null ? `kit engine: none (${engineProblem})` : `kit engine: ${engine}`);
 
   const namespace = await serviceNamespace(settings.forks);
-  const splitfs = SplitfsService.start({ userNamespace: namespace.use });
+  const splitfs = SplitfsService.start({ userNamespace: namespace.use, home });
+  const processes = serviceLink(splitfs);
+  // What a killed daemon left running must be gone before its splits are
+  // marked: its service could still be writing out/ and holding mounts.
+  const last = readChildren(home);
+  if (last.problem !== null) {
+    log.info(`restart: error: ${last.problem}; no process of the last daemon was ended`);
+  }
+  for (const { child, fate } of await endChildren(processes, last.children)) {
+    log.info(describeFate(child, fate, END_DEFAULTS.killWaitMs));
+  }
+  const report = journal.recoverAfterRestart(Date.now());
+  for (const s of report.splits) log.info(`restart: split ${s.id} ${s.from} -> ${s.to}`);
+  for (const b of report.branches) {
+    log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
+  }
   let stopping = false;
   const stopped = Promise.withResolvers<number>();
   const worker = WorkerLink.start(home, (why) => {
@@ -160,6 +207,7 @@ async function main(): Promise<number> {
     log.info(`worker lost: ${why}; stopping`);
     stopped.resolve(1);
   }, engine);
+  await recordChildren(processes, home, splitfs.pid, worker.pid, log);
   const server = new Server(home, log);
   const pool = new BranchPool();
   const jobs = new KitJobs({
@@ -224,6 +272,7 @@ async function main(): Promise<number> {
   server.shutdown();
   await worker.shutdown().catch((e) => log.info(`worker shutdown: ${e}`));
   await splitfs.close().catch((e) => log.info(`splitfs shutdown: ${e}`));
+  removeChildren(home);
   journal.close();
   try {
     Deno.removeSync(`${home}/${PID_NAME}`);

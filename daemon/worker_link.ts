@@ -108,6 +108,11 @@ export class WorkerLink {
     return new WorkerLink(child, onLost, engine);
   }
 
+  /** The worker's process id (recorded for the next daemon: daemon/children.ts). */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
   #send(req: WorkerRequest): Promise<void> {
     this.#sending = this.#sending.then(() => this.#writer.write(encodeFrame(req))).catch(
       (error) => this.#onLost(`cannot write to the worker: ${error}`),

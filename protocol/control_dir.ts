@@ -14,6 +14,8 @@ export const SOCKET_NAME = "marshd.sock";
 export const JOURNAL_NAME = "journal.db";
 export const LOG_NAME = "marshd.log";
 export const PID_NAME = "marshd.pid";
+/** The daemon's children by pid and start time, for the next daemon (daemon/children.ts). */
+export const CHILDREN_NAME = "children.json";
 /** Held (flock) by the one daemon of a control dir for as long as it runs. */
 export const LOCK_NAME = "marshd.lock";
 export const ATTEMPTS_DIR = "attempts";

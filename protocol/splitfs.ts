@@ -7,6 +7,13 @@
  */
 
 import { labelProblem, splitIdProblem } from "../splitfs/layout.ts";
+import {
+  parseProcessesReply,
+  parseProcessRequest,
+  type ProcessesReply,
+  type ProcessRequest,
+} from "./processes.ts";
+import { ProtocolError } from "./protocol_error.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const SPLITFS_PROTOCOL = 1;
@@ -287,7 +294,8 @@ export type SplitfsRequest =
   | ReopenRequest
   | ProbeRequest
   | GcRequest
-  | ExportObjectsRequest;
+  | ExportObjectsRequest
+  | ProcessRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -458,13 +466,11 @@ export type SplitfsReply =
   | ProbedReply
   | CollectedReply
   | ExportedReply
+  | ProcessesReply
   | OkReply
   | ErrorReply;
 
-/** A value that is not a valid frame of this protocol. */
-export class ProtocolError extends Error {
-  override name = "ProtocolError";
-}
+export { ProtocolError };
 
 function isObject(x: unknown): x is Record<string, unknown> {
   return typeof x === "object" && x !== null && !Array.isArray(x);
@@ -680,6 +686,9 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return { v: 1, t: x.t, id: str(x, "id") };
     case "unmount":
       return { v: 1, t: "unmount", id: str(x, "id"), root: absPath(x, "root") };
+    case "proc-starts":
+    case "proc-kill":
+      return parseProcessRequest(x);
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }
@@ -796,6 +805,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       };
     case "ok":
       return { v: 1, t: "ok" };
+    case "proc-starts":
+      return parseProcessesReply(x);
     case "error":
       if (
         x.kind !== "input" && x.kind !== "rejected" && x.kind !== "replaced" &&

@@ -60,6 +60,11 @@ export interface StartOptions {
    * Check first with {@linkcode probeUserNamespace}.
    */
   readonly userNamespace?: boolean;
+  /**
+   * The daemon's control dir: written, with this process's pid, into each
+   * project lock the service takes, so a second daemon's refusal names this one.
+   */
+  readonly home?: string;
 }
 
 /** The program that makes the service's namespace, found on `PATH`. */
@@ -138,6 +143,11 @@ export class SplitfsService implements AsyncDisposable {
       `--config=${new URL("deno.json", repo).pathname}`,
       new URL("splitfs/main.ts", repo).pathname,
       ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
+      // It dies with this process (SIGKILL on its parent's exit). `unshare`
+      // execs, so its parent is this process either way; the spawn runs on
+      // the JS thread, which lives as long as the process does.
+      `--parent=${Deno.pid}`,
+      ...(options.home === undefined ? [] : [`--home=${options.home}`]),
     ];
     const argv = options.userNamespace ? [UNSHARE, ...UNSHARE_ARGS, "--", ...service] : service;
     const child = new Deno.Command(argv[0]!, {

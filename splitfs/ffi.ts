@@ -46,6 +46,14 @@ const SYMBOLS = {
   mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
   umount2: { parameters: ["buffer", "i32"], result: "i32" },
   syncfs: { parameters: ["i32"], result: "i32" },
+  flock: { parameters: ["i32", "i32"], result: "i32" },
+  ftruncate: { parameters: ["i32", "i64"], result: "i32" },
+  getppid: { parameters: [], result: "i32" },
+  // Variadic in C; every argument passed here is an integer, which the ABIs
+  // marsh runs on (x86_64, aarch64 Linux) pass alike either way.
+  prctl: { parameters: ["i32", "u64", "u64", "u64", "u64"], result: "i32" },
+  // For `pidfd_send_signal`, which glibc wraps only from 2.36 on.
+  syscall: { parameters: ["i64", "i64", "i64", "i64", "i64"], result: "i64" },
   __errno_location: { parameters: [], result: "pointer" },
   memcpy: { parameters: ["buffer", "pointer", "usize"], result: "pointer" },
 } as const satisfies Deno.ForeignLibraryInterface;
@@ -105,6 +113,7 @@ export const E = {
   ENODEV: 19,
   ENODATA: 61,
   ERANGE: 34,
+  ESRCH: 3,
 } as const;
 
 /** `umount2` flags. */

@@ -11,6 +11,8 @@ export const MARSH_DIR = ".marsh";
 export const SPLIT_DIR = "split";
 /** Under `.marsh`: released splits wait here to be deleted. */
 export const TRASH_DIR = ".trash";
+/** Under `.marsh`: flock'd by the one daemon that uses the project (splitfs/project_lock.ts). */
+export const PROJECT_LOCK_FILE = "lock";
 /** Under `.marsh`: the layered snapshot store, one directory per sealed layer. */
 export const LAYERS_DIR = "layers";
 /** Under a split: per-fork overlay `upper/` and `work/` dirs (`.overlay/<label>/`). */

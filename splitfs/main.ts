@@ -5,7 +5,10 @@
  *
  * Run as: `deno run --allow-ffi=<libc> --allow-env=HOME,XDG_CONFIG_HOME splitfs/main.ts`
  * (`--progress-ms=N` sets the least interval between `progress` replies;
- * default 250).
+ * default 250). `--parent=PID`: the pid of the process that starts it; the
+ * service dies with it (splitfs/lifeline.ts). `--home=DIR`: the daemon's
+ * control dir, written with the parent's pid into each project lock it takes
+ * (splitfs/project_lock.ts) so a refused second daemon can name it.
  *
  * @module
  */
@@ -28,7 +31,10 @@ import { LayerError } from "./layers.ts";
 import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { ObjectExportError } from "./object_export.ts";
+import { dieWithParent, OrphanedError } from "./lifeline.ts";
 import { MountError } from "./overlay.ts";
+import { killProcess, processStart } from "./processes.ts";
+import { ProjectLocks } from "./project_lock.ts";
 import { locateProject } from "./project_root.ts";
 import { unmountSplit } from "./split_mounts.ts";
 import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
@@ -78,6 +84,8 @@ function progressSender(intervalMs: number): (p: { files: number; bytes: number 
 }
 
 const splits = new Map<string, SplitWorkspace>();
+/** Set at start from the arguments; empty (writing no holder) until then. */
+let locks = new ProjectLocks(null);
 
 function workspace(id: string): SplitWorkspace {
   const ws = splits.get(id);
@@ -122,6 +130,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
         progress: progressSender(progressMs),
         withIgnored: req.withIgnored,
         forks: req.forks,
+        onMarsh: (marsh) => locks.hold(marsh, found.root),
         ...(req.parent
           ? {
             parent: {
@@ -234,7 +243,9 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       return;
     }
     case "gc": {
-      const r = collectLayers(locateProject(req.cwd).root, req.dryRun);
+      const root = locateProject(req.cwd).root;
+      locks.holdIfPresent(root);
+      const r = collectLayers(root, req.dryRun);
       send({ v: 1, t: "collected", ...r });
       return;
     }
@@ -251,6 +262,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     }
     case "reopen": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
+      locks.holdIfPresent(req.root);
       const ws = SplitWorkspace.open({
         root: req.root,
         id: req.id,
@@ -266,6 +278,13 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       send({ v: 1, t: "ok" });
       return;
     }
+    case "proc-starts":
+      send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
+      return;
+    case "proc-kill":
+      for (const p of req.processes) killProcess(p);
+      send({ v: 1, t: "ok" });
+      return;
   }
 }
 
@@ -291,19 +310,39 @@ function toError(error: unknown): ErrorReply {
   return { v: 1, t: "error", kind: "internal", message: String(error) };
 }
 
-/** `--progress-ms=N`, the only argument. */
-function parseArgs(args: readonly string[]): { progressMs: number } {
+interface Args {
+  readonly progressMs: number;
+  readonly parent: number | null;
+  readonly home: string | null;
+}
+
+/** `--progress-ms=N`, `--parent=PID`, `--home=DIR`. */
+function parseArgs(args: readonly string[]): Args {
   let progressMs = DEFAULT_PROGRESS_MS;
+  let parent: number | null = null;
+  let home: string | null = null;
   for (const arg of args) {
-    const m = /^--progress-ms=(\d{1,6})$/.exec(arg);
-    if (!m) throw new TypeError(`unknown argument: ${JSON.stringify(arg)}`);
-    progressMs = Number(m[1]);
+    const m = /^--(progress-ms|parent)=(\d{1,9})$/.exec(arg);
+    if (m?.[1] === "progress-ms") progressMs = Number(m[2]);
+    else if (m?.[1] === "parent" && Number(m[2]) > 0) parent = Number(m[2]);
+    else if (arg.startsWith("--home=/") && !arg.includes("\0")) home = arg.slice("--home=".length);
+    else throw new TypeError(`unknown argument: ${JSON.stringify(arg)}`);
   }
-  return { progressMs };
+  return { progressMs, parent, home };
 }
 
 if (import.meta.main) {
-  const { progressMs } = parseArgs(Deno.args);
+  const { progressMs, parent, home } = parseArgs(Deno.args);
+  if (parent !== null) {
+    try {
+      dieWithParent(parent);
+    } catch (error) {
+      if (!(error instanceof OrphanedError)) throw error;
+      console.error(`marsh splitfs: ${error.message}; exiting`);
+      Deno.exit(1);
+    }
+  }
+  locks = new ProjectLocks(parent !== null && home !== null ? { pid: parent, home } : null);
   try {
     for await (const frame of readFrames(Deno.stdin.readable)) {
       try {

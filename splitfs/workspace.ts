@@ -114,6 +114,12 @@ export interface CreateOptions {
    * metadata is read from the creator's admin dir `.admin/<label>/`.
    */
   readonly parent?: NestedParent;
+  /**
+   * Called with the project's `.marsh` as soon as it is open (made if new),
+   * before anything is written there: the service takes the project's lock
+   * here (splitfs/project_lock.ts); a throw refuses the split.
+   */
+  readonly onMarsh?: (marsh: Dir) => void;
 }
 
 /** The creator of a nested split, as {@linkcode CreateOptions.parent} takes it. */
@@ -329,9 +335,11 @@ export class SplitWorkspace implements Disposable {
         opened.push(marsh, splits);
         nested = { parentDir: source.parentDir, fork: source.fork };
         opened.push(nested.parentDir, nested.fork);
+        opts.onMarsh?.(marsh);
       } else {
         marsh = rootDir.ensureDir(MARSH_DIR, 0o755);
         opened.push(marsh);
+        opts.onMarsh?.(marsh);
         if (isGit && marsh.statAt(".gitignore") === null) {
           marsh.writeNewFile(".gitignore", enc.encode("*\n"));
         }

@@ -104,6 +104,7 @@ const STATUS: StatusReply = {
   daemon: { pid: 4242, home: "/h", started_unix_ms: Date.UTC(2025, 0, 2) },
   splits: { active: 1, awaiting: 2, kept: 3 },
   forks: { strategy: "overlay", reason: "the daemon may mount", policy: "auto" },
+  view: { view: "project", reason: "root: a private mount namespace" },
 };
 
 Deno.test({ name: "status and daemon status with a daemon", permissions }, async () => {
@@ -121,7 +122,8 @@ Deno.test({ name: "status and daemon status with a daemon", permissions }, async
   assert.equal(
     r.text,
     "daemon: running (pid 4242, since 2025-01-02T00:00:00.000Z)\ncontrol dir: /h\n" +
-      "splits: 1 active, 2 awaiting, 3 kept\nforks: overlay (the daemon may mount)\n",
+      "splits: 1 active, 2 awaiting, 3 kept\nforks: overlay (the daemon may mount)\n" +
+      "shell branches: project view (root: a private mount namespace)\n",
   );
   r = await marsh(["status", "--json"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);
@@ -129,6 +131,7 @@ Deno.test({ name: "status and daemon status with a daemon", permissions }, async
     daemon: STATUS.daemon,
     splits: STATUS.splits,
     forks: STATUS.forks,
+    view: STATUS.view,
   });
   r = await marsh(["daemon", "status"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);

@@ -63,13 +63,14 @@ export async function statusCommand(
     await print(io, `${JSON.stringify(rest)}\n`);
     return 0;
   }
-  const { daemon, splits, forks } = reply;
+  const { daemon, splits, forks, view } = reply;
   await print(
     io,
     `daemon: running (pid ${daemon.pid}${since(daemon.started_unix_ms)})\n` +
       `control dir: ${daemon.home}\n` +
       `splits: ${splits.active} active, ${splits.awaiting} awaiting, ${splits.kept} kept\n` +
-      (forks ? `forks: ${forks.strategy} (${forks.reason})\n` : ""),
+      (forks ? `forks: ${forks.strategy} (${forks.reason})\n` : "") +
+      (view ? `shell branches: ${view.view} view (${view.reason})\n` : ""),
   );
   return 0;
 }

@@ -46,6 +46,7 @@ import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
 import { RequestError, type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
+import { chooseShellView } from "./shell_view.ts";
 
 async function answers(path: string): Promise<boolean> {
   try {
@@ -61,10 +62,15 @@ async function answers(path: string): Promise<boolean> {
  * Whether the split-filesystem service should run in a user and mount
  * namespace of its own: only for a daemon that is not root (root mounts in
  * the host's), whose fork policy lets it use overlay forks, and where
- * `unshare -Urm` works. `note` goes in front of the fork probe's reason.
+ * `unshare -Urm` works. `note` goes in front of the fork probe's reason;
+ * `why` says why there is none.
  */
-async function serviceNamespace(policy: ForkPolicy): Promise<{ use: boolean; note: string }> {
-  if (policy !== "auto" || Deno.uid() === 0) return { use: false, note: "" };
+async function serviceNamespace(
+  policy: ForkPolicy,
+): Promise<{ use: boolean; note: string; why?: string }> {
+  if (policy !== "auto" || Deno.uid() === 0) {
+    return { use: false, note: "", why: `MARSH_FORKS=${policy}` };
+  }
   const probe = await probeUserNamespace();
   if (probe.ok) {
     return {
@@ -76,6 +82,7 @@ async function serviceNamespace(policy: ForkPolicy): Promise<{ use: boolean; not
     use: false,
     note:
       `not root, and no user and mount namespace for the split-filesystem service: ${probe.reason}; `,
+    why: probe.reason,
   };
 }
 
@@ -183,6 +190,11 @@ async function main(): Promise<number> {
 
   const namespace = await serviceNamespace(settings.forks);
   const splitfs = SplitfsService.start({ userNamespace: namespace.use, home });
+  const shellView = await chooseShellView({
+    root: Deno.uid() === 0,
+    serviceNamespace: splitfs.namespace !== null,
+    ...(namespace.why ? { why: namespace.why } : {}),
+  });
   const processes = serviceLink(splitfs);
   // What a killed daemon left running must be gone before its splits are
   // marked: its service could still be writing out/ and holding mounts.
@@ -228,6 +240,7 @@ async function main(): Promise<number> {
     log,
     home,
     settings,
+    shellView,
     jobClient: new JobClientBundle(home, denoPath()),
     deno: denoPath(),
     ...(engineProblem === undefined ? {} : { engineProblem }),
@@ -238,11 +251,13 @@ async function main(): Promise<number> {
     log.info(`split-filesystem service ${splitfs.pid}: its own user and mount namespace`);
   }
   log.info(`forks: ${forks.strategy} (${forks.reason})`);
+  log.info(`shell view: ${shellView.view} (${shellView.reason})`);
   server.attach(splits, {
     status: () => ({
       daemon: { pid: Deno.pid, home, started_unix_ms: startedMs },
       splits: journal.counts(),
       forks,
+      view: shellView,
     }),
     gc: async (cwd, dryRun) => {
       try {

@@ -20,6 +20,8 @@ function branchOf(b: BranchRecord): ManifestBranch {
     ...(b.trust !== null ? { trust: b.trust } : {}),
     fork: b.fork,
     ...(b.forkStrategy !== null ? { fork_strategy: b.forkStrategy } : {}),
+    ...(b.view !== null ? { view: b.view } : {}),
+    ...(b.viewReason !== null ? { view_reason: b.viewReason } : {}),
     ...(b.startedMs !== null ? { started_unix_ms: b.startedMs } : {}),
     ...(b.finishedMs !== null ? { finished_unix_ms: b.finishedMs } : {}),
   };

@@ -74,6 +74,7 @@ export interface ServerHooks {
     daemon: { pid: number; home: string; started_unix_ms: number };
     splits: { active: number; awaiting: number; kept: number };
     forks: { strategy: string; reason: string; policy: string };
+    view: { view: "project" | "fork"; reason: string };
   };
   /** `marsh gc`: collects the unreferenced snapshot layers of the project at `cwd`. */
   gc(cwd: string, dryRun: boolean): Promise<Omit<GcReply, "v" | "t">>;

@@ -35,6 +35,7 @@ import { keptWork, manifestOf } from "./manifest.ts";
 import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
+import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
 import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
 
 /** Spec 000 §4 and §12 bounds. */
@@ -103,6 +104,8 @@ export interface SplitDeps {
   readonly log: Log;
   readonly home: string;
   readonly settings: Settings;
+  /** The view shell branches get (`daemon/shell_view.ts`). */
+  readonly shellView: ShellViewChoice;
   /** The bundled in-job client, built on the first Kit launch. */
   readonly jobClient: { ensure(): Promise<string> };
   /** The host's Deno executable, bound at `/run/marsh/deno`. */
@@ -238,6 +241,8 @@ function sameCreator(a: Creator, b: Creator): boolean {
 /** Runs and holds splits. */
 export class Splits {
   readonly #d: SplitDeps;
+  /** The control dir, canonical: a shell branch's view binds it read-only. */
+  #control: string | null = null;
   readonly #live = new Map<string, LiveSplit>();
   #stopping = false;
 
@@ -329,6 +334,14 @@ export class Splits {
     return kits;
   }
 
+  /** Where a branch's CLI is, as the split-filesystem service sees it (`branchCwd`). */
+  #callerCwd(auth: Authority, cwd: string): string {
+    if (auth.kind !== "branch") return cwd;
+    const branch = this.#d.journal.getBranch(auth.split, auth.label);
+    const parent = this.#d.journal.getSplit(auth.split);
+    return branch && parent ? branchCwd(cwd, branch, parent.root) : cwd;
+  }
+
   /** `marsh split`: runs a split over the creator's connection. */
   async create(conn: Conn, req: SplitCreateRequest): Promise<void> {
     const { journal, splitfs, log } = this.#d;
@@ -339,12 +352,14 @@ export class Splits {
     const source = conn.authority.kind === "host"
       ? null
       : { split: conn.authority.split, label: conn.authority.label };
+    // A branch with the project view reports its cwd under the project root.
+    const cwd = this.#callerCwd(conn.authority, req.cwd);
     let located: LocatedReply;
     try {
       located = await splitfs.request<LocatedReply>({
         v: 1,
         t: "locate",
-        cwd: req.cwd,
+        cwd,
         ...(source ? { parent: source } : {}),
       });
     } catch (error) {
@@ -425,6 +440,8 @@ export class Splits {
       finishedMs: null,
       result: null,
       mechanism: null,
+      view: null,
+      viewReason: null,
     }));
     journal.immediate(() => {
       journal.addBranches(id, branchRecords);
@@ -473,7 +490,7 @@ export class Splits {
           v: 1,
           t: "create",
           id,
-          cwd: req.cwd,
+          cwd,
           env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
           withIgnored: req.withIgnored,
           // A fork mounted in the service's own namespace is invisible to the
@@ -715,8 +732,12 @@ export class Splits {
       return this.#endUnlaunched(live, b, "cancelled", "cancelled");
     }
     // A userns-overlay fork is mounted in the service's namespace only: the
-    // branch joins it there, or its cwd would be the bare mount point.
-    const namespace = b.strategy === "userns-overlay" ? splitfs.namespace : null;
+    // branch joins it there, or its cwd would be the bare mount point. An
+    // unprivileged daemon's view is made there too (docs/engine.md, "Containment").
+    const shellView = this.#d.shellView;
+    const namespace = b.strategy === "userns-overlay" || shellView.view === "project"
+      ? splitfs.namespace
+      : null;
     if (b.strategy === "userns-overlay" && namespace === null) {
       return this.#endUnlaunched(
         live,
@@ -749,13 +770,22 @@ export class Splits {
     journal.transitionBranch(live.id, label, ["pending"], "running", {
       attempt,
       startedMs: Date.now(),
+      view: shellView.view,
+      viewReason: shellView.reason,
     });
     b.launched = true;
-    const cwd = split.cwd === "" ? b.fork : `${b.fork}/${split.cwd}`;
+    this.#control ??= Deno.realPathSync(home);
+    const place = shellPlace(
+      shellView,
+      split,
+      journal.getSplit(live.id)?.git ?? null,
+      label,
+      this.#control,
+    );
     await worker.launch({
       attempt,
       script: (b.spec as { script: string }).script,
-      cwd,
+      ...place,
       env,
       socket: b.socket,
       stdin: spool,

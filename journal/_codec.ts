@@ -40,6 +40,7 @@ import {
   MECHANISMS,
   type Placement,
   type SplitRecord,
+  VIEWS,
 } from "./records.ts";
 
 type Row = Record<string, SQLOutputValue>;
@@ -194,6 +195,7 @@ export function branchFromRow(row: Row): BranchRecord {
   const trust = r.optText("trust");
   if (trust !== null && trust !== "untrusted") return r.fail("trust", "expected untrusted or null");
   const mechanism = r.row.mechanism === null ? null : oneOf<Mechanism>(r, "mechanism", MECHANISMS);
+  const view = r.row.view === null ? null : oneOf(r, "view", VIEWS);
   const files = r.int("files");
   if (files < 0) r.fail("files", "expected a count");
   return {
@@ -217,6 +219,8 @@ export function branchFromRow(row: Row): BranchRecord {
     finishedMs: r.optInt("finished_ms"),
     result: r.optText("result"),
     mechanism,
+    view,
+    viewReason: r.optText("view_reason"),
   };
 }
 
@@ -424,6 +428,14 @@ export function branchPatchColumns(
     );
     out.mechanism = patch.mechanism;
   }
+  if (patch.view !== undefined) {
+    check(
+      patch.view === null || (VIEWS as readonly string[]).includes(patch.view),
+      `"view" must be project, fork or null`,
+    );
+    out.view = patch.view;
+  }
+  if (patch.viewReason !== undefined) out.view_reason = patch.viewReason;
   return out;
 }
 

@@ -76,6 +76,8 @@ export function sampleBranch(
     finishedMs: null,
     result: null,
     mechanism: null,
+    view: null,
+    viewReason: null,
     ...over,
   };
 }

@@ -126,6 +126,8 @@ Deno.test({ name: "branches round-trip and keep declaration order", permissions 
     finishedMs: 1_900,
     result: "sha256:" + "0".repeat(64),
     mechanism: "cgroup",
+    view: "project",
+    viewReason: "root: a private mount namespace",
   });
   // Declared out of insertion order on purpose: order comes from `index`.
   j.addBranches("s1", [

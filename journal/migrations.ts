@@ -169,6 +169,14 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX jobs_held ON jobs (kit) WHERE cleanup IN ('live', 'uncertain');
     `,
   },
+  {
+    version: 6,
+    name: "what a shell branch sees: its fork at the project's path, or not (issue 10 §3)",
+    sql: `
+      ALTER TABLE branches ADD COLUMN view TEXT CHECK (view IS NULL OR view IN ('project', 'fork'));
+      ALTER TABLE branches ADD COLUMN view_reason TEXT;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -40,6 +40,15 @@ export const MECHANISMS = ["cgroup", "subreaper"] as const;
 export type Mechanism = typeof MECHANISMS[number];
 
 /**
+ * What a shell branch sees (docs/engine.md, "Containment"): `project`, its
+ * fork at the project's own path in a private mount namespace; `fork`, the
+ * host's view, started in its fork's directory.
+ */
+export const VIEWS = ["project", "fork"] as const;
+/** A shell branch's view. */
+export type View = typeof VIEWS[number];
+
+/**
  * Kit job states (spec 004 §13): `queued` (recorded, not launched),
  * `running`, `finished` (its command exited), `failed` (it could not run),
  * `cancelled`, `uncertain` (its end is unknown: a daemon restart, or a
@@ -171,6 +180,9 @@ export interface BranchRecord {
   /** R: a digest of the captured patch. */
   readonly result: string | null;
   readonly mechanism: Mechanism | null;
+  /** A launched shell branch's view, and why it is that one. */
+  readonly view: View | null;
+  readonly viewReason: string | null;
 }
 
 /**
@@ -268,6 +280,8 @@ export const BRANCH_MUTABLE = [
   "finishedMs",
   "result",
   "mechanism",
+  "view",
+  "viewReason",
 ] as const;
 /** A change to a branch's mutable fields; absent (or undefined) fields stay as they are. */
 export type BranchPatch = Partial<Pick<BranchRecord, typeof BRANCH_MUTABLE[number]>>;

@@ -246,6 +246,12 @@ export interface StatusReply {
   readonly splits: { readonly active: number; readonly awaiting: number; readonly kept: number };
   /** The fork strategy new splits will use, why, and the `MARSH_FORKS` policy. */
   readonly forks: { readonly strategy: string; readonly reason: string; readonly policy: string };
+  /**
+   * What shell branches see (docs/engine.md, "Containment"): `project`, their
+   * fork at the project's path in a private mount namespace; `fork`, the
+   * host's view from their fork's directory. `reason` says why.
+   */
+  readonly view: { readonly view: "project" | "fork"; readonly reason: string };
 }
 
 /** What `marsh gc` removed (or would, with `dry_run`). */

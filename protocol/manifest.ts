@@ -37,6 +37,14 @@ export interface ManifestBranch {
   readonly trust?: "untrusted";
   readonly fork: string;
   readonly fork_strategy?: string;
+  /**
+   * A launched shell branch's view (docs/engine.md, "Containment"):
+   * `project`, its fork at the project's own path in a private mount
+   * namespace; `fork`, the host's view from its fork's directory, where
+   * absolute paths and `../` reach the project. `view_reason` says why.
+   */
+  readonly view?: "project" | "fork";
+  readonly view_reason?: string;
   readonly started_unix_ms?: number;
   readonly finished_unix_ms?: number;
 }

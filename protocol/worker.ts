@@ -36,7 +36,13 @@
  * @module
  */
 
-import { KIT_NAME, type KitLaunch, parseKitLaunch } from "./kit_launch.ts";
+import {
+  isCleanAbsolute,
+  isWithin,
+  KIT_NAME,
+  type KitLaunch,
+  parseKitLaunch,
+} from "./kit_launch.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
@@ -70,7 +76,11 @@ export interface LaunchRequest {
   readonly t: "launch";
   readonly attempt: string;
   readonly script: string;
-  /** Absolute; the fork's subdirectory matching the caller's cwd. */
+  /**
+   * Absolute; the fork's subdirectory matching the caller's cwd, as the
+   * branch sees it: with {@linkcode view}, `<root>/<the caller's relative
+   * cwd>` (the fork is mounted at the root); without, inside the fork.
+   */
   readonly cwd: string;
   /** The caller's exported environment, already filtered; the worker filters it again. */
   readonly env: Readonly<Record<string, string>>;
@@ -89,14 +99,41 @@ export interface LaunchRequest {
   /**
    * Run the branch inside the user and mount namespace of this process (the
    * split-filesystem service of an unprivileged daemon, whose fork mounts
-   * exist only there): `nsenter --target PID --user --mount
-   * --preserve-credentials -- env --chdir=CWD -- bash -c SCRIPT`. Inside,
-   * the branch is uid 0, mapped to the daemon's own uid outside, with every
-   * capability in that namespace (it may mount and unmount there) and none
-   * outside it. Absent: `bash -c SCRIPT` in the host namespaces.
+   * exist only there): the supervisor's child enters both (`setns`), keeping
+   * its credentials, then builds the {@linkcode view} there. Inside, the
+   * branch is uid 0, mapped to the daemon's own uid outside, with the
+   * capabilities of that namespace (but `CAP_SYS_ADMIN` with a view) and none
+   * outside it. Absent: the host namespaces.
    */
   readonly namespace?: { readonly pid: number };
+  /**
+   * The branch sees its fork at the project's own path, in a private mount
+   * namespace (made inside {@linkcode namespace} when that is given); absent:
+   * it runs where its fork is (docs/engine.md, "Containment").
+   */
+  readonly view?: ShellView;
 }
+
+/**
+ * What a shell branch's project view is built from (`worker/shell_view.ts`).
+ * Every path is absolute and clean; the fork, the admin dir and every object
+ * dir but the user's `<root>/.git/objects` lie in `<root>/.marsh/split/`.
+ */
+export interface ShellView {
+  /** The project root (canonical): the fork is mounted over it. */
+  readonly root: string;
+  /** The fork as mounted where the branch starts (`<root>/.marsh/split/<id>/<label>`). */
+  readonly fork: string;
+  /** `<root>/.marsh/split/<id>/.admin/<label>` for a Git project, else `null`. */
+  readonly admin: string | null;
+  /** The object dirs the admin dir's alternates name, as real paths. */
+  readonly objectDirs: readonly string[];
+  /** The daemon's control dir (journal, sockets, attempt files), canonical: bound read-only. */
+  readonly control: string;
+}
+
+/** Most object dirs a view binds (as a Kit launch). */
+export const MAX_VIEW_OBJECT_DIRS = 16;
 
 /** SIGINT to every process of the attempt, then SIGKILL to whatever is left after the grace. */
 export interface CancelRequest {
@@ -340,6 +377,46 @@ function env(x: Record<string, unknown>): Record<string, string> {
   return out;
 }
 
+function cleanPath(x: Record<string, unknown>, v: unknown, key: string): string {
+  if (typeof v !== "string" || !isCleanAbsolute(v) || v === "/") {
+    fail(x, `${key} must be an absolute path without ".", ".." or empty components`);
+  }
+  return v;
+}
+
+function view(x: Record<string, unknown>, cwd: string): ShellView {
+  const v = x.view;
+  if (!isObject(v)) fail(x, "view must be an object");
+  const root = cleanPath(x, v.root, "view.root");
+  const marsh = `${root}/.marsh`;
+  const splits = `${marsh}/split`;
+  const inSplits = (p: string, key: string) => {
+    if (!isWithin(p, splits) || p === splits) fail(x, `${key} must lie in ${splits}`);
+    return p;
+  };
+  const fork = inSplits(cleanPath(x, v.fork, "view.fork"), "view.fork");
+  const admin = v.admin === null
+    ? null
+    : inSplits(cleanPath(x, v.admin, "view.admin"), "view.admin");
+  if (!Array.isArray(v.objectDirs) || v.objectDirs.length > MAX_VIEW_OBJECT_DIRS) {
+    fail(x, `view.objectDirs must be a list of at most ${MAX_VIEW_OBJECT_DIRS} paths`);
+  }
+  const objectDirs = v.objectDirs.map((d: unknown) => {
+    const p = cleanPath(x, d, "view.objectDirs");
+    return p === `${root}/.git/objects` ? p : inSplits(p, "view.objectDirs");
+  });
+  const control = cleanPath(x, v.control, "view.control");
+  // Under the root the control dir would be hidden by the fork; under it, the fork would be bound read-only.
+  if (isWithin(control, root) || isWithin(root, control)) {
+    fail(x, "view.control must lie outside view.root");
+  }
+  cleanPath(x, cwd, "cwd");
+  if (!isWithin(cwd, root) || isWithin(cwd, marsh)) {
+    fail(x, "cwd must lie in view.root and outside its .marsh");
+  }
+  return { root, fork, admin, objectDirs, control };
+}
+
 function namespace(x: Record<string, unknown>): { pid: number } {
   const v = x.namespace;
   if (!isObject(v)) fail(x, "namespace must be an object");
@@ -379,6 +456,7 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
         ...(limit === undefined ? {} : { outputLimit: limit }),
         ...(x.socket === undefined ? {} : { socket: absolute(x, "socket") }),
         ...(x.namespace === undefined ? {} : { namespace: namespace(x) }),
+        ...(x.view === undefined ? {} : { view: view(x, req.cwd) }),
       };
     }
     case "kit-launch": {

@@ -352,3 +352,40 @@ Deno.test({
   ];
   for (const x of bad) assert.throws(() => parseWorkerEvent(x), WorkerProtocolError);
 });
+
+Deno.test({
+  name: "a launch's view: clean paths, the fork and marsh's dirs in .marsh/split, cwd in the root",
+  permissions: "none",
+}, () => {
+  const view = {
+    root: "/p",
+    fork: "/p/.marsh/split/s1/a",
+    admin: "/p/.marsh/split/s1/.admin/a",
+    objectDirs: ["/p/.marsh/split/s1/store.git/objects", "/p/.git/objects"],
+    control: "/state/marsh",
+  };
+  const viewed = { ...launch, cwd: "/p/sub", view };
+  assert.deepEqual(parseWorkerRequest(viewed), viewed);
+  assert.deepEqual(parseWorkerRequest({ ...viewed, cwd: "/p", view: { ...view, admin: null } }), {
+    ...viewed,
+    cwd: "/p",
+    view: { ...view, admin: null },
+  });
+  const bad = (over: Record<string, unknown>, fragment: string, cwd = "/p/sub") =>
+    refused({ ...launch, cwd, view: { ...view, ...over } }, fragment);
+  bad({ root: "p" }, "view.root");
+  bad({ root: "/" }, "view.root");
+  bad({ root: "/p/../q" }, "view.root");
+  bad({ fork: "/q/.marsh/split/s1/a" }, "view.fork must lie in /p/.marsh/split");
+  bad({ fork: "/p/.marsh/split" }, "view.fork must lie in /p/.marsh/split");
+  bad({ admin: "/p/.marsh/layers/x" }, "view.admin");
+  bad({ objectDirs: ["/elsewhere/objects"] }, "view.objectDirs must lie in");
+  bad({ objectDirs: "/p/.git/objects" }, "view.objectDirs must be a list");
+  bad({ objectDirs: Array(17).fill("/p/.git/objects") }, "view.objectDirs must be a list");
+  bad({ control: "/p/state" }, "view.control must lie outside view.root");
+  bad({ control: "/" }, "view.control");
+  bad({}, "cwd must lie in view.root", "/q");
+  bad({}, "cwd must lie in view.root", "/p/.marsh/split");
+  bad({}, "cwd must be an absolute path without", "/p/sub/../..");
+  refused({ ...launch, cwd: "/p", view: "/p" }, "view must be an object");
+});

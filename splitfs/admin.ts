@@ -55,7 +55,10 @@ export interface AdminSpec {
   readonly sharedIndexes?: ReadonlyMap<string, Uint8Array>;
   readonly packedRefs: Uint8Array | null;
   readonly infoExclude: Uint8Array | null;
-  /** Absolute object directories, in lookup order: the split's store, then the user's. */
+  /**
+   * Absolute object directories, in lookup order: the split's store, then the
+   * user's, as `alternateOf` (`protocol/fork_view.ts`) names them.
+   */
   readonly alternates: readonly string[];
 }
 

@@ -4,6 +4,7 @@
  * metadata from the creator fork's admin dir. Real files, real git.
  */
 import assert from "node:assert/strict";
+import { alternateOf } from "../protocol/fork_view.ts";
 import {
   exists,
   fingerprint,
@@ -188,7 +189,7 @@ for (const parentForks of POLICIES) {
     assert.equal(await gitOk(x.path, ["log", "-1", "--format=%s"], opts), "in the fork\n");
     assert.equal(
       text(`${sb.root}/.marsh/split/n1/.admin/x/objects/info/alternates`),
-      nested.objectDirs.map((d) => `${d}\n`).join(""),
+      nested.objectDirs.map((d) => `${alternateOf(d)}\n`).join(""),
     );
 
     // The nested branch's work.

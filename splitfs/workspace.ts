@@ -85,6 +85,8 @@ import {
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
 import { quarantineAdmin, quarantineRootGit } from "./quarantine.ts";
+import { ensureObjectsLink } from "./objects_link.ts";
+import { alternateOf } from "../protocol/fork_view.ts";
 import type { StatIndex } from "./old_tree.ts";
 
 /** `(dev, ino)` of a directory marsh made. */
@@ -357,6 +359,8 @@ export class SplitWorkspace implements Disposable {
       }
       const dir = splits.openDir(opts.id);
       opened.push(dir);
+      // The forks' alternates name the user's objects through .marsh (protocol/fork_view.ts).
+      if (isGit) ensureObjectsLink(marsh);
       const dirPath = `${root}/${MARSH_DIR}/${SPLIT_DIR}/${opts.id}`;
       let git: GitSource | null;
       let ignore: IgnoreInputs | null;
@@ -674,7 +678,7 @@ export class SplitWorkspace implements Disposable {
       sharedIndexes: engine.sharedIndexes,
       packedRefs: engine.git?.packedRefs ?? null,
       infoExclude: engine.ignore?.infoExclude ?? null,
-      alternates: this.objectDirs,
+      alternates: this.objectDirs.map(alternateOf),
     };
   }
 

@@ -117,6 +117,7 @@ Deno.test({
   const nested = [
     `ls -a ${root} > ls_root.txt 2>&1`,
     `ls -a ${root}/.git > ls_git.txt 2>&1`,
+    `ls -a ${root}/.marsh > ls_marsh.txt 2>&1`,
     `cat ${root}/secret.txt > cat_secret.txt 2>&1; echo $? >> cat_secret.txt`,
     // $1 is the parent split's id: of it, only the read-only object dirs are bound.
     `ls -a ${root}/.marsh/split/$1 > parent_seen.txt 2>&1`,
@@ -148,10 +149,12 @@ Deno.test({
   assert.equal(added(join, "n.txt"), "nested");
   // It saw the job's edited fork, not the user's tree.
   assert.equal(added(join, "seen_a.txt"), "hello\nparent");
-  // Of the project it saw only the dirs leading to its own fork.
-  // (the user's .git/objects is bound read-only, spec 000 §8, so .git holds just that).
-  assert.equal(added(join, "ls_root.txt"), ".\n..\n.git\n.marsh");
-  assert.equal(added(join, "ls_git.txt"), ".\n..\nobjects");
+  // Of the project it saw only the dirs leading to its own fork. The user's
+  // .git/objects is bound read-only (spec 000 §8) at .marsh/git-objects, the
+  // name the alternates use (protocol/fork_view.ts), so there is no .git.
+  assert.equal(added(join, "ls_root.txt"), ".\n..\n.marsh");
+  assert.match(added(join, "ls_git.txt"), /No such file or directory/);
+  assert.equal(added(join, "ls_marsh.txt"), ".\n..\ngit-objects\nsplit");
   assert.match(added(join, "cat_secret.txt"), /No such file or directory\n1$/);
   assert.equal(added(join, "parent_seen.txt"), ".\n..\n.admin\nstore.git");
   assert.match(added(join, "parent_fork.txt"), /No such file or directory\n1$/);

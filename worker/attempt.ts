@@ -15,6 +15,7 @@ import {
 } from "../protocol/worker.ts";
 import { filterEnv } from "./env_filter.ts";
 import { OutputBudget, pump } from "./output.ts";
+import { viewSteps } from "./shell_view.ts";
 import { Supervisor, type SupervisorMessage } from "./supervisor.ts";
 
 /** How attempts run, shared by every attempt of a worker. */
@@ -142,6 +143,7 @@ export class Attempt {
         attempt: req.attempt,
         cwd: req.cwd,
         ...(req.namespace ? { namespace: req.namespace.pid } : {}),
+        ...(req.view ? { view: viewSteps(req.view) } : {}),
         stdin: req.stdin,
         script: req.script,
         // The branch's socket is the daemon's to give, never the caller's.

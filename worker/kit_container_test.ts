@@ -30,6 +30,7 @@ import {
   linkScript,
   stubScript,
 } from "../protocol/job_capability.ts";
+import { alternateOf } from "../protocol/fork_view.ts";
 import type { KitCap, KitLaunch, KitSpec } from "../protocol/kit_launch.ts";
 import { imagePath, jobJson, kitCommand, kitEnv, kitLabels } from "./kit_container.ts";
 import { kitWorkerFlags } from "./kit_flags.ts";
@@ -281,7 +282,7 @@ for (const forks of ["copy", "auto"] as const) {
         [`${admin}/HEAD`, true],
         [`${admin}/info`, true],
         [`${admin}/packed-refs`, true],
-        ...ctx.ws.objectDirs.map((d) => [d, true]),
+        ...ctx.ws.objectDirs.map((d) => [alternateOf(d), true]),
         ["/root", false],
       ],
     );
@@ -350,8 +351,8 @@ for (const forks of ["copy", "auto"] as const) {
       `touch ${admin}/index.lock && rm ${admin}/index.lock && echo "admin writable"`,
       `touch ${fork}/sub/w && echo "fork writable"`,
       `mknod ${fork}/null c 1 3 2>/dev/null && echo "mknod made" || echo "mknod refused"`,
-      ...ctx.ws.objectDirs.map((d) =>
-        `touch ${d}/x 2>/dev/null && echo "writable ${d}" || echo "refused ${d}"`
+      ...ctx.ws.objectDirs.map(alternateOf).map((d) =>
+        `if ! test -d ${d}; then echo "missing ${d}"; elif touch ${d}/x 2>/dev/null; then echo "writable ${d}"; else echo "refused ${d}"; fi`
       ),
     ].join("\n");
     const r = await ctx.run(ctx.launch("a", ["sh", "-c", script]));
@@ -364,7 +365,7 @@ for (const forks of ["copy", "auto"] as const) {
       "admin writable",
       "fork writable",
       "mknod refused",
-      ...ctx.ws.objectDirs.map((d) => `refused ${d}`),
+      ...ctx.ws.objectDirs.map(alternateOf).map((d) => `refused ${d}`),
     ]);
     assert.deepEqual(guarded.map(text), before);
     assert.equal(text(`${admin}/info/exclude`), exclude);
@@ -406,7 +407,8 @@ Deno.test({
     [
       `ls -A ${ctx.sb.root}`,
       "echo --",
-      `ls -A ${ctx.sb.root}/.git`,
+      `ls -A ${ctx.sb.root}/.git 2>/dev/null || echo "no .git"`,
+      `ls -A ${ctx.sb.root}/.marsh`,
       "echo --",
       `ls -A ${split}`,
       "echo --",
@@ -421,10 +423,12 @@ Deno.test({
   assert.equal(
     r.stdout,
     [
-      ".git",
+      // The user's objects are at the name the alternates use (protocol/fork_view.ts).
       ".marsh",
       "--",
-      "objects",
+      "no .git",
+      "git-objects",
+      "split",
       "--",
       ".admin",
       "a",

@@ -1,13 +1,14 @@
 /**
  * What an argv branch's container mounts (spec 000 §8, "Kit mounts for an
- * argv branch"), and where the image user's home is.
+ * argv branch"), and where the image user's home is. The fork and Git rows
+ * come from the table shared with shell branches (`protocol/fork_view.ts`).
  *
  * | mount | at | access |
  * |---|---|---|
  * | the fork | its host path | read-write |
  * | `.admin/<label>/` | its host path | read-write (Git makes `index.lock`, objects, refs) |
  * | the gitfile `<fork>/.git`; `<admin>/config`, `HEAD`, `info/`, `packed-refs` | their host paths, over the two above | read-only (AdminReadOnly); `packed-refs` only if it exists |
- * | each object dir (`store.git/objects`, the user's `.git/objects`) | its host path | read-only (SnapshotImmutable) |
+ * | each object dir (`store.git/objects`; the user's `.git/objects` at `<root>/.marsh/git-objects`, the name the alternates use) | its host path | read-only (SnapshotImmutable) |
  * | the kit's home dir | the image user's home | read-write |
  * | the capability dir | `/run/marsh` | read-only |
  * | the attempt's socket, the host Deno, the in-job client | `/run/marsh/cap.sock`, `deno`, `marsh.js`, over their placeholders | read-only (`connect(2)` on a socket ignores `MS_RDONLY`) |
@@ -23,6 +24,7 @@
 
 import { CAP_SOCKET, CAP_TARGET, JOB_CLIENT, JOB_DENO } from "../protocol/job_capability.ts";
 import { isCleanAbsolute, isWithin, type KitLaunch } from "../protocol/kit_launch.ts";
+import { ADMIN_READ_ONLY, type ForkBind, forkBinds } from "../protocol/fork_view.ts";
 import { KitLaunchError } from "./kit_errors.ts";
 
 /** Where the capability dir is bound in every Kit container (spec 004 §4). */
@@ -30,23 +32,15 @@ export { CAP_TARGET };
 /** An image label that names its user's home when neither `HOME` nor the user tells it. */
 export const HOME_LABEL = "marsh.kit.home";
 
-/** One bind mount. */
-export interface KitMount {
-  readonly source: string;
-  readonly target: string;
-  readonly readOnly: boolean;
-  /**
-   * Mounted only if the source exists. The engine is the one that looks
-   * (the worker has no read access to projects): a create naming a missing
-   * source fails, and the runner retries without it.
-   */
-  readonly optional: boolean;
-  /** What it is, for errors and the report. */
-  readonly role: string;
-}
+/**
+ * One bind mount. For an optional one the engine is the one that looks
+ * (the worker has no read access to projects): a create naming a missing
+ * source fails, and the runner retries without it.
+ */
+export type KitMount = ForkBind;
 
 /** The read-only binds over the admin dir, by name under it (spec 000 §8). */
-export const ADMIN_READ_ONLY = ["config", "HEAD", "info", "packed-refs"] as const;
+export { ADMIN_READ_ONLY };
 
 /**
  * The image user's home: the image's `marsh.kit.home` label, else `HOME`
@@ -101,22 +95,13 @@ export function guestHome(
  *   or (with a capability) anything else would land inside `/run/marsh`
  */
 export function planMounts(launch: KitLaunch, home: string): KitMount[] {
-  const mounts: KitMount[] = [];
-  const bind = (source: string, readOnly: boolean, optional: boolean, role: string) =>
-    mounts.push({ source, target: source, readOnly, optional, role });
-  bind(launch.fork, false, false, "fork");
-  if (launch.admin !== null) {
-    bind(launch.admin, false, false, "admin dir");
-    // splitfs writes all of these but packed-refs for every Git fork: one
-    // missing means this is not the fork it made (say, an overlay fork mounted
-    // in another mount namespace, which the engine sees as its empty mount
-    // point), so the launch fails rather than binding what is there.
-    bind(`${launch.fork}/.git`, true, false, "gitfile");
-    for (const name of ADMIN_READ_ONLY) {
-      bind(`${launch.admin}/${name}`, true, name === "packed-refs", `admin ${name}`);
-    }
-  }
-  for (const dir of launch.objectDirs) bind(dir, true, false, "object dir");
+  const mounts: KitMount[] = forkBinds({
+    fork: launch.fork,
+    forkTarget: launch.fork,
+    admin: launch.admin,
+    objectDirs: launch.objectDirs,
+    adminReadOnly: ADMIN_READ_ONLY,
+  });
   const project = mounts.map((m) => m.target);
   const extra: KitMount[] = [
     { source: launch.kit.home, target: home, readOnly: false, optional: false, role: "kit home" },

@@ -101,7 +101,8 @@ Deno.test({ name: "planMounts: spec 000 §8's table, in order", permissions: "no
     [`${A}/info`, `${A}/info`, "ro", "required"],
     [`${A}/packed-refs`, `${A}/packed-refs`, "ro", "if present"],
     [O[0], O[0], "ro", "required"],
-    [O[1], O[1], "ro", "required"],
+    // The user's objects at the name the alternates use (protocol/fork_view.ts).
+    [O[1], "/p/.marsh/git-objects", "ro", "required"],
     ["/state/kits/k/home", "/root", "rw", "required"],
     ["/state/attempts/at/cap", "/run/marsh", "ro", "required"],
     ["/state/sockets/at.sock", "/run/marsh/cap.sock", "ro", "required"],
@@ -175,7 +176,7 @@ Deno.test({ name: "planMounts: the home may not cover the project", permissions:
   assert.doesNotThrow(() => planMounts(launch(), "/p"));
   assert.throws(() => planMounts(launch(), F), /kit home would be mounted at .* inside/);
   assert.throws(() => planMounts(launch(), `${F}/sub`), KitLaunchError);
-  assert.throws(() => planMounts(launch(), O[1]!), KitLaunchError);
+  assert.throws(() => planMounts(launch(), "/p/.marsh/git-objects"), KitLaunchError);
   assert.throws(
     () => planMounts(launch({ objectDirs: [O[0]!, O[0]!] }), "/root"),
     /two mounts at/,

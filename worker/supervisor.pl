@@ -7,7 +7,8 @@
 # costs about 3 ms; POSIX alone would add 11).
 #
 # fd 0: the config ("LENGTH\n" then that many bytes, see encodeConfig in
-#       supervisor.ts), then commands from the worker, one byte each:
+#       supervisor.ts; the view's mount steps come from worker/shell_view.ts),
+#       then commands from the worker, one byte each:
 #         i   SIGINT to every process of the attempt
 #         k   SIGKILL to every process of the attempt, until none is left
 #       End of file means the worker is gone: the supervisor then cancels by
@@ -27,6 +28,12 @@ use strict;
 my ($WNOHANG, $EINTR, $ECHILD, $EEXIST) = (1, 4, 10, 17);
 my ($F_SETFD, $FD_CLOEXEC, $PR_SET_CHILD_SUBREAPER) = (2, 1, 36);
 my ($CLONE_INTO_CGROUP, $SIGCHLD) = (0x200000000, 17);
+my ($CLONE_NEWNS, $CLONE_NEWUSER, $ENOENT) = (0x20000, 0x10000000, 2);
+my ($MS_RDONLY, $MS_NOSUID, $MS_NODEV, $MS_NOEXEC, $MS_REMOUNT) = (1, 2, 4, 8, 32);
+my ($MS_NOATIME, $MS_NODIRATIME, $MS_BIND, $MS_REC, $MS_PRIVATE, $MS_RELATIME) =
+  (1024, 2048, 4096, 16384, 1 << 18, 1 << 21);
+my ($O_PATH, $O_CLOEXEC) = (0x200000, 0x80000);
+my ($PR_CAPBSET_DROP, $PR_CAP_AMBIENT, $PR_CAP_AMBIENT_CLEAR_ALL, $CAP_SYS_ADMIN) = (24, 47, 4, 21);
 
 open(my $st, '>&=', 3) or die "marsh supervisor: no status channel on fd 3: $!\n";
 fcntl($st, $F_SETFD, $FD_CLOEXEC);
@@ -68,12 +75,22 @@ my $cfg = read_exact($len + 0);
 defined $cfg or fail('the config ended early');
 my @f = split /\0/, $cfg, -1;
 pop @f;    # after the last terminator
-fail('bad config') unless @f >= 9 && $f[0] eq 'marsh-supervisor/2';
-my (undef, $mode, $attempt, $cg, $cwd, $ns, $stdin, $script, $nrs, @env) = @f;
+fail('bad config') unless @f >= 10 && $f[0] eq 'marsh-supervisor/3';
+my (undef, $mode, $attempt, $cg, $cwd, $ns, $stdin, $script, $nrs, $nops, @rest) = @f;
 fail("bad namespace pid: $ns") unless $ns eq '' || $ns =~ /^[1-9][0-9]{0,7}$/;
 my ($want_int, $want_kill) = (0, 0);
-fail("bad syscall numbers: $nrs") unless $nrs =~ /^\d+,\d+,\d+,\d+,\d+$/;
-my ($SYS_prctl, $SYS_setsid, $SYS_close, $SYS_clone3, $SYS_rt_sigprocmask) = split /,/, $nrs;
+fail("bad syscall numbers: $nrs") unless $nrs =~ /^\d+(?:,\d+){11}$/;
+my ($SYS_prctl, $SYS_setsid, $SYS_close, $SYS_clone3, $SYS_rt_sigprocmask, $SYS_setns,
+  $SYS_unshare, $SYS_mount, $SYS_statfs, $SYS_capget, $SYS_capset, $O_NOFOLLOW) = split /,/, $nrs;
+# The view: (step, source, target) triples, done in order (see build_view).
+fail("bad view length: $nops") unless $nops =~ /^\d{1,3}$/ && @rest >= 3 * $nops;
+my @view = splice(@rest, 0, 3 * $nops);
+my @env = @rest;
+for (my $i = 0; $i < @view; $i += 3) {
+  fail("bad view step: $view[$i]")
+    unless $view[$i] =~ /^(?:bind|bind-ro|mkdir|tmpfs|file|remount-ro)$/;
+  fail("bad view target: $view[$i + 2]") unless $view[$i + 2] =~ m{^/};
+}
 
 # Descriptors the worker inherited and passed on are not the branch's to
 # hold (they may keep someone's pipe open): keep 0-3 only. Perl's own opens
@@ -99,25 +116,15 @@ if ($mode eq 'adopt') {
   supervise(0);
 }
 
-# In a namespace the fork is mounted only there: $cwd is entered inside it,
-# after nsenter (whose --wd would resolve the path here, outside), by env.
+# The namespace is entered, the view built and $cwd entered by the child
+# (enter_branch), where the fork is mounted; here nothing is resolved.
 my @run = ('bash', 'bash', '-c', $script);
-if ($ns eq '') {
-  chdir($cwd) or fail("cannot enter $cwd: $!");
-} else {
-  # Marsh's own plumbing comes from the system, never from the branch's PATH.
-  my ($nsenter, $envbin) = map { tool($_) } qw(nsenter env);
-  fail("cannot run the branch in a namespace: nsenter (util-linux) is not installed")
-    unless defined $nsenter;
-  fail('cannot run the branch in a namespace: env (coreutils) is not installed')
-    unless defined $envbin;
+my ($ns_user, $ns_mnt);
+if ($ns ne '') {
   # A gone namespace fails here, before anything runs.
-  open(my $mnt, '<', "/proc/$ns/ns/mnt")
+  open($ns_user, '<', "/proc/$ns/ns/user")
     or fail("cannot enter the namespace of process $ns: $!");
-  close($mnt);
-  chdir('/') or fail("cannot enter /: $!");
-  @run = ($nsenter, 'nsenter', "--target=$ns", '--user', '--mount', '--preserve-credentials',
-    '--', $envbin, "--chdir=$cwd", '--', 'bash', '-c', $script);
+  open($ns_mnt, '<', "/proc/$ns/ns/mnt") or fail("cannot enter the namespace of process $ns: $!");
 }
 my $in;
 if ($stdin eq '') {
@@ -151,6 +158,8 @@ if ($mode eq 'auto') {
 }
 
 pipe(my $go_r, my $go_w) or fail("pipe: $!");
+# The child says "ok" on it once its namespace, view and cwd are set up, or why not.
+pipe(my $ready_r, my $ready_w) or fail("pipe: $!");
 # The child is born with the supervisor's dispositions, which ignore these,
 # and a SIGINT that reached it then would be lost: block them across the
 # fork so one stays pending until the child has reset them.
@@ -174,6 +183,12 @@ if ($pid == 0) {
   $SIG{$_} = 'DEFAULT' for @IGNORED, 'CHLD';
   syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # a pending SIGINT ends the child here
   close($go_w);
+  close($ready_r);
+  my $why = eval { enter_branch() };
+  $why = "internal fault: $@" if $@;
+  syswrite($ready_w, defined $why ? $why : 'ok');
+  exit 127 if defined $why;
+  close($ready_w);
   # Run no branch code before the supervisor has placed this process.
   my $go = '';
   sysread($go_r, $go, 1) == 1 or exit 127;
@@ -193,6 +208,22 @@ if ($pid == 0) {
 syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # pending ones are ignored here
 close($go_r);
 close($in);
+close($ready_w);
+close($_) for grep { defined } $ns_user, $ns_mnt;
+my $ready = '';
+for (;;) {
+  my $got = sysread($ready_r, $ready, 4000 - length($ready), length($ready));
+  next if !defined $got && ($! + 0) == $EINTR;
+  last unless $got;
+}
+close($ready_r);
+if ($ready ne 'ok') {
+  # Nothing of the branch ran: the child is ending (or ended) by itself.
+  kill('KILL', $pid);
+  1 while waitpid($pid, 0) < 0 && ($! + 0) == $EINTR;
+  rmdir($cg) if $cg ne '';
+  fail($ready eq '' ? 'the branch ended while its view was set up' : $ready);
+}
 
 if ($cg ne '') {
   my $ok = $placed || write_file("$cg/cgroup.procs", "$pid\n");
@@ -214,6 +245,127 @@ open(STDOUT, '>', '/dev/null');
 open(STDERR, '>', '/dev/null');
 chdir('/');
 supervise($pid);
+
+# In the child: the service's user and mount namespaces (if any), the view
+# (if any), then $cwd. Returns why it failed, or undef; nothing of the
+# branch has run yet either way.
+sub enter_branch {
+  if ($ns ne '') {
+    # Perl is single-threaded, as setns(CLONE_NEWUSER) requires. The uid
+    # stays ours, which that namespace maps to its root.
+    syscall($SYS_setns, fileno($ns_user), $CLONE_NEWUSER) == 0
+      or return "cannot enter the user namespace of process $ns: $!";
+    syscall($SYS_setns, fileno($ns_mnt), $CLONE_NEWNS) == 0
+      or return "cannot enter the mount namespace of process $ns: $!";
+  }
+  close($_) for grep { defined } $ns_user, $ns_mnt;
+  if (@view) {
+    my $why = build_view();
+    return "cannot set up the branch's view: $why" if defined $why;
+  }
+  chdir($cwd) or return "cannot enter $cwd: $!";
+  return undef;
+}
+
+# A private mount namespace with the view's steps done in it, then
+# CAP_SYS_ADMIN gone from the bounding set, so that bash and everything it
+# starts can neither unmount nor remount any of it (docs/engine.md,
+# "Containment"). Every source is opened (O_PATH, no symlink anywhere on its
+# path) before the first mount covers anything, and bound through its
+# /proc/self/fd name, so a later step never re-resolves an earlier source.
+sub build_view {
+  syscall($SYS_unshare, $CLONE_NEWNS) == 0 or return "cannot make a mount namespace: $!";
+  # Nothing mounted here may reach the namespace it came from.
+  # (syscall may write through a string argument: each one is a copy.)
+  my $slash = '/';
+  syscall($SYS_mount, 0, $slash, 0, $MS_REC | $MS_PRIVATE, 0) == 0
+    or return "cannot make / private: $!";
+  my %src;
+  for (my $i = 0; $i < @view; $i += 3) {
+    my ($step, $source) = @view[$i, $i + 1];
+    next unless $step eq 'bind' || $step eq 'bind-ro';
+    next if exists $src{$source};
+    sysopen(my $fh, $source, $O_PATH | $O_CLOEXEC | $O_NOFOLLOW)
+      or return "cannot open $source: $!";
+    my $fd = '/proc/self/fd/' . fileno($fh);
+    my $at = readlink($fd);
+    return "$source is reached through a symlink (it resolves to $at)"
+      unless defined $at && $at eq $source;
+    $src{$source} = [$fh, $fd];
+  }
+  for (my $i = 0; $i < @view; $i += 3) {
+    my ($step, $source, $target) = @view[$i .. $i + 2];
+    if ($step eq 'bind' || $step eq 'bind-ro') {
+      # Not MS_REC: nothing mounted below a source is carried in.
+      my $from = $src{$source}[1];
+      syscall($SYS_mount, $from, $target, 0, $MS_BIND, 0) == 0
+        or return "cannot bind $source at $target: $!";
+      if ($step eq 'bind-ro') {
+        my $why = remount_ro($target);
+        return $why if defined $why;
+      }
+    } elsif ($step eq 'mkdir') {
+      my $why = mkdirs($target);
+      return $why if defined $why;
+    } elsif ($step eq 'tmpfs') {
+      my ($type, $opts) = ('tmpfs', 'mode=755,size=64k');
+      syscall($SYS_mount, $type, $target, $type, $MS_NOSUID | $MS_NODEV | $MS_NOEXEC, $opts) == 0
+        or return "cannot mount a tmpfs at $target: $!";
+    } elsif ($step eq 'file') {
+      return "$target exists" if -e $target || -l $target;
+      open(my $f, '>', $target) or return "cannot write $target: $!";
+      print $f $source;
+      close($f) or return "cannot write $target: $!";
+    } else {    # remount-ro
+      my $why = remount_ro($target);
+      return $why if defined $why;
+    }
+  }
+  close($_->[0]) for values %src;
+  # The bounding set limits what exec gives a root process; the inheritable
+  # and ambient sets must not hand CAP_SYS_ADMIN back either.
+  syscall($SYS_prctl, $PR_CAP_AMBIENT, $PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0
+    or return "cannot clear the ambient capabilities: $!";
+  my $hdr = pack('LL', 0x20080522, 0);    # _LINUX_CAPABILITY_VERSION_3, this process
+  my $data = "\0" x 24;
+  syscall($SYS_capget, $hdr, $data) == 0 or return "cannot read the capabilities: $!";
+  my @caps = unpack('L6', $data);
+  @caps[2, 5] = (0, 0);    # inheritable, both words
+  syscall($SYS_capset, $hdr, pack('L6', @caps)) == 0
+    or return "cannot clear the inheritable capabilities: $!";
+  syscall($SYS_prctl, $PR_CAPBSET_DROP, $CAP_SYS_ADMIN, 0, 0, 0) == 0
+    or return "cannot drop CAP_SYS_ADMIN: $!";
+  return undef;
+}
+
+# Makes the mount at $target read-only, keeping the flags it has: where the
+# namespace belongs to a user namespace, those of a mount copied from the
+# host are locked, and a remount that dropped one would be refused.
+sub remount_ro {
+  my ($target) = @_;
+  my $buf = "\0" x 256;
+  syscall($SYS_statfs, $target, $buf) == 0 or return "cannot stat $target: $!";
+  my $f = unpack('Q', substr($buf, 80, 8));    # f_flags (ST_*), the same on x86_64 and aarch64
+  my $keep = $f & ($MS_NOSUID | $MS_NODEV | $MS_NOEXEC | $MS_NOATIME | $MS_NODIRATIME);
+  $keep |= $MS_RELATIME if $f & 4096;          # ST_RELATIME
+  syscall($SYS_mount, 0, $target, 0, $MS_REMOUNT | $MS_BIND | $MS_RDONLY | $keep, 0) == 0
+    or return "cannot make $target read-only: $!";
+  return undef;
+}
+
+# mkdir -p that refuses a symlink on the way.
+sub mkdirs {
+  my ($target) = @_;
+  my $path = '';
+  for my $part (grep { $_ ne '' } split m{/}, $target) {
+    $path .= "/$part";
+    return "$path is a symlink" if -l $path;
+    next if -d _;
+    return "$path is not a directory" if -e _;
+    mkdir($path, 0755) or return "cannot make $path: $!";
+  }
+  return undef;
+}
 
 sub supervise {
   my ($bash) = @_;
@@ -390,14 +542,6 @@ sub cgroup_base {
   $own = '' if $own eq '/';
   return (undef, "unusable cgroup path $mnt$own") if "$mnt$own" =~ /\n| \(deleted\)$/;
   return ("$mnt$own/marsh");
-}
-
-sub tool {
-  my ($name) = @_;
-  for my $dir (qw(/usr/bin /bin /usr/sbin /sbin)) {
-    return "$dir/$name" if -x "$dir/$name";
-  }
-  return undef;
 }
 
 sub mkdir_p {

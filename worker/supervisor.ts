@@ -38,17 +38,43 @@ export interface SupervisorConfig {
   /** The branch's working directory; with {@linkcode namespace}, as that namespace sees it. */
   readonly cwd: string;
   /**
-   * The pid whose user and mount namespace the branch runs in: `nsenter`
-   * (which, entering no pid namespace, execs rather than forks, so the
-   * branch keeps the pid, cgroup and parent the supervisor gave it), then
-   * `env --chdir` (inside, where the fork is mounted), then `bash`.
+   * The pid whose user and mount namespace the branch runs in: the
+   * supervisor's child enters both (`setns`) before anything else, so the
+   * branch keeps the pid, cgroup and parent the supervisor gave it.
    */
   readonly namespace?: number;
+  /**
+   * The branch's view (`worker/shell_view.ts`): steps done in a private
+   * mount namespace of the child's own, after which `CAP_SYS_ADMIN` leaves
+   * its bounding set. Absent or empty: the mount namespace it is in.
+   */
+  readonly view?: readonly ViewStep[];
   readonly stdin: string | null;
   readonly script: string;
   /** Already filtered. */
   readonly env: Readonly<Record<string, string>>;
 }
+
+/**
+ * One step of a branch's view, in order. A `bind` source must exist and be
+ * reached through no symlink; every source is opened before the first step.
+ *
+ * - `bind`, `bind-ro`: a non-recursive bind of `source` at `target`
+ *   (read-only: then remounted read-only);
+ * - `mkdir`: `target` and its parents as directories (a symlink refuses);
+ * - `tmpfs`: a small `nosuid,nodev,noexec` tmpfs at `target`;
+ * - `file`: a new file `target` holding `source`;
+ * - `remount-ro`: the mount at `target` made read-only.
+ */
+export interface ViewStep {
+  readonly step: "bind" | "bind-ro" | "mkdir" | "tmpfs" | "file" | "remount-ro";
+  /** The bind source, or a `file`'s text; `""` for the others. */
+  readonly source: string;
+  readonly target: string;
+}
+
+/** Most steps a view may have (the supervisor reads the count as up to three digits). */
+export const MAX_VIEW_STEPS = 999;
 
 /** A status line from the supervisor. */
 export type SupervisorMessage =
@@ -69,12 +95,14 @@ export class SupervisorError extends Error {
 }
 
 /**
- * `prctl`, `setsid`, `close`, `clone3` and `rt_sigprocmask` syscall numbers:
- * Perl's `syscall` takes raw numbers, and `POSIX` costs 11 ms to load.
+ * `prctl`, `setsid`, `close`, `clone3`, `rt_sigprocmask`, `setns`,
+ * `unshare`, `mount`, `statfs`, `capget` and `capset` syscall numbers, then
+ * `O_NOFOLLOW`: Perl's `syscall` takes raw numbers, and `POSIX` costs 11 ms
+ * to load.
  */
 const SYSCALLS: Partial<Record<typeof Deno.build.arch, string>> = {
-  x86_64: "157,112,3,435,14",
-  aarch64: "167,157,57,435,135",
+  x86_64: "157,112,3,435,14,308,272,165,137,125,126,131072",
+  aarch64: "167,157,57,435,135,268,97,40,43,90,91,32768",
 };
 
 const SCRIPT = new URL("./supervisor.pl", import.meta.url).pathname;
@@ -91,8 +119,12 @@ export function encodeConfig(cfg: SupervisorConfig): Uint8Array {
   if (nrs === undefined) {
     throw new SupervisorError(`no syscall numbers for ${Deno.build.arch}`);
   }
+  const view = cfg.view ?? [];
+  if (view.length > MAX_VIEW_STEPS) {
+    throw new SupervisorError(`a view of ${view.length} steps (at most ${MAX_VIEW_STEPS})`);
+  }
   const fields = [
-    "marsh-supervisor/2",
+    "marsh-supervisor/3",
     cfg.mode,
     cfg.attempt,
     cfg.cgroup ?? "",
@@ -101,6 +133,8 @@ export function encodeConfig(cfg: SupervisorConfig): Uint8Array {
     cfg.stdin ?? "",
     cfg.script,
     nrs,
+    String(view.length),
+    ...view.flatMap((v) => [v.step, v.source, v.target]),
     ...Object.entries(cfg.env).map(([k, v]) => `${k}=${v}`),
   ];
   for (const f of fields) {

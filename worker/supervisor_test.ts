@@ -67,7 +67,7 @@ Deno.test({
   const fields = body.split("\0");
   assert.equal(fields.pop(), "");
   assert.deepEqual(fields.slice(0, 8), [
-    "marsh-supervisor/2",
+    "marsh-supervisor/3",
     "auto",
     "a",
     "",
@@ -76,7 +76,8 @@ Deno.test({
     "",
     "echo 'x=y'",
   ]);
-  assert.deepEqual(fields.slice(9), ["A=1=2", "B="]);
+  assert.equal(fields[9], "0", "no view steps");
+  assert.deepEqual(fields.slice(10), ["A=1=2", "B="]);
   const inNs = new TextDecoder().decode(encodeConfig({
     mode: "auto",
     attempt: "a",
@@ -87,6 +88,29 @@ Deno.test({
     env: {},
   }));
   assert.equal(inNs.slice(inNs.indexOf("\n") + 1).split("\0")[5], "4242");
+  // A view: its step count, then (step, source, target) triples, then the env.
+  const viewed = new TextDecoder().decode(encodeConfig({
+    mode: "auto",
+    attempt: "a",
+    cwd: "/p",
+    stdin: null,
+    script: "true",
+    env: { A: "1" },
+    view: [
+      { step: "bind", source: "/p/.marsh/split/s/a", target: "/p" },
+      { step: "tmpfs", source: "", target: "/p/.marsh" },
+    ],
+  }));
+  assert.deepEqual(viewed.slice(viewed.indexOf("\n") + 1).split("\0").slice(9, -1), [
+    "2",
+    "bind",
+    "/p/.marsh/split/s/a",
+    "/p",
+    "tmpfs",
+    "",
+    "/p/.marsh",
+    "A=1",
+  ]);
   assert.throws(
     () =>
       encodeConfig({ mode: "auto", attempt: "a", cwd: "/f", stdin: null, script: "\0", env: {} }),

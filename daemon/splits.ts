@@ -1496,6 +1496,7 @@ export class Splits {
           return;
         } catch (error) {
           reason = error instanceof Error ? error.message : String(error);
+          this.#d.log.info(`split ${s.id}: not removed at its join: ${reason}`);
           journal.transitionSplit(s.id, ["joined"], "kept", { reason });
         }
       }
@@ -1591,10 +1592,9 @@ export class Splits {
         await splitfs.request({ v: 1, t: "remove", id });
       } catch (error) {
         if (!(error instanceof SplitfsError && error.kind === "replaced")) {
-          throw new RequestError(
-            2,
-            `split ${id} not removed: ${error instanceof Error ? error.message : error}`,
-          );
+          const why = error instanceof Error ? error.message : String(error);
+          this.#d.log.info(`split ${id}: not removed: ${why}`);
+          throw new RequestError(2, `split ${id} not removed: ${why}`);
         }
         // What is there now is not ours: nothing is deleted (spec 000 §6). The
         // overlays marsh mounted there are still its own: they are unmounted,

@@ -1185,6 +1185,7 @@ export class SplitWorkspace implements Disposable {
   remove(): void {
     this.#checkSplit();
     for (const f of this.#forks.values()) this.#checkFork(f);
+    // Checked before anything is let go, so a refusal leaves the split as it was.
     refuseForeignMounts(
       this.dirPath,
       [this.dirPath],

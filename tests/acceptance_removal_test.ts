@@ -113,6 +113,14 @@ for (const { name, forks, place } of PLACES) {
       // Nothing of the fork was deleted: the branch's work is still there.
       assert.equal(Deno.readTextFileSync(`${fork}/work.txt`), "work\n");
       assert.ok(mountsBelow(sb.base).includes(point), "the user's mount stays");
+      const text = await sb.marsh(["splits", id]);
+      assert.equal(text.code, 0, show(text));
+      assert.ok(
+        text.stdout.includes(
+          `its fork was not removed: ${refusal(fork, point, `marsh splits rm ${id}`)}`,
+        ),
+        text.stdout,
+      );
       const log = Deno.readTextFileSync(`${sb.home}/marshd.log`);
       assert.match(log, new RegExp(`split ${id}/a: its fork was not removed: cannot remove`));
 

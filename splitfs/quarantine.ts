@@ -15,8 +15,9 @@
  * @module
  */
 
-import { type AdminSpec, gitfileBytes, writeAdminDir } from "./admin.ts";
-import type { Dir } from "./dir.ts";
+import { type AdminSpec, gitfileBytes, verifyAdmin, writeAdminDir } from "./admin.ts";
+import { type Dir, InvalidNameError } from "./dir.ts";
+import { RejectedError } from "./errors.ts";
 
 /** The name under `.admin/` that a rejected fork's own admin dir is moved to. */
 export function quarantinedAdminName(label: string): string {
@@ -54,4 +55,59 @@ export function quarantineAdmin(admins: Dir, label: string, fork: Dir, spec: Adm
   if (st?.kind === "dir") quarantineRootGit(fork);
   else if (st !== null) fork.unlink(GIT);
   fork.writeNewFile(GIT, want, 0o644);
+}
+
+/** A fork's Git metadata: where it is and what it must be. */
+export interface ForkGit {
+  /** `<split>/.admin/`. */
+  readonly admins: Dir;
+  readonly label: string;
+  readonly fork: Dir;
+  /** What marsh wrote, or `null` in a project without Git (the fork has no metadata). */
+  readonly spec: AdminSpec | null;
+  /** The fork's path, for messages. */
+  readonly path: string;
+}
+
+/**
+ * Why a fork's Git metadata is not trusted, or `null` when it verifies.
+ * `shown` says where a name that is not UTF-8 was found.
+ */
+export function verifyForkGit(
+  git: ForkGit,
+  shown: (error: InvalidNameError) => string,
+): string | null {
+  try {
+    if (git.spec) verifyAdmin(git.admins, git.label, git.fork, git.spec);
+    // Without Git in the project any .git at the fork root is the branch's
+    // own (`git init`), with a config a host `git -C <fork>` would obey.
+    else if (git.fork.statAt(GIT) !== null) return `nested .git at ${GIT}`;
+    return null;
+  } catch (error) {
+    if (error instanceof RejectedError) return error.reason;
+    // Git allows any bytes in a name; a ref named so is nothing we can check.
+    if (error instanceof InvalidNameError) return `file name is not valid UTF-8: ${shown(error)}`;
+    throw error;
+  }
+}
+
+/**
+ * Sets a rejected fork's Git metadata aside ({@linkcode quarantineAdmin},
+ * or {@linkcode quarantineRootGit} without Git).
+ *
+ * @throws {RejectedError} keeping `reason` and saying what failed, so the
+ *   status warns not to run Git in the fork
+ */
+export function setAsideForkGit(git: ForkGit, reason: string): void {
+  try {
+    if (git.spec) quarantineAdmin(git.admins, git.label, git.fork, git.spec);
+    else quarantineRootGit(git.fork);
+  } catch (cause) {
+    throw new RejectedError(
+      `${reason}; its Git metadata could not be set aside (${
+        cause instanceof Error ? cause.message : cause
+      }): do not run git in ${git.path}`,
+      { cause },
+    );
+  }
 }

@@ -13,7 +13,6 @@ import {
   type AdminSpec,
   SHARED_INDEX_NAME,
   type SharedIndex,
-  verifyAdmin,
   writeAdmin,
   writeSharedIndex,
 } from "./admin.ts";
@@ -84,7 +83,7 @@ import {
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
-import { quarantineAdmin, quarantineRootGit } from "./quarantine.ts";
+import { type ForkGit, setAsideForkGit, verifyForkGit } from "./quarantine.ts";
 import { ensureObjectsLink } from "./objects_link.ts";
 import { alternateOf } from "../protocol/fork_view.ts";
 import type { StatIndex } from "./old_tree.ts";
@@ -826,7 +825,7 @@ export class SplitWorkspace implements Disposable {
    * Verifies and captures a fork into `out/<label>/`. A fork whose Git
    * metadata fails verification is still captured, its result marked
    * `rejected` (untrusted), and that metadata is set aside so a host Git in
-   * the kept fork meets nothing the branch wrote ({@linkcode quarantineAdmin}).
+   * the kept fork meets nothing the branch wrote (see `setAsideForkGit` in quarantine.ts).
    *
    * @throws {WorkspaceReplacedError} when the split dir or the fork was replaced
    * @throws {RejectedError} when the tree cannot be captured (a nested `.git`,
@@ -840,7 +839,14 @@ export class SplitWorkspace implements Disposable {
     this.#checkSplit();
     this.#checkFork(held);
     this.#checkLayers(engine);
-    const rejected = this.#verify(engine, label, f.dir);
+    const git: ForkGit = {
+      admins: engine.admins,
+      label,
+      fork: f.dir,
+      spec: engine.git ? this.#adminSpec(engine, label) : null,
+      path: `${this.dirPath}/${label}`,
+    };
+    const rejected = verifyForkGit(git, (error) => this.#shown(error, label));
     let summary: CaptureSummary;
     try {
       using out = this.#openOut(label);
@@ -868,46 +874,13 @@ export class SplitWorkspace implements Disposable {
         })
         : error;
       if (rejected === null) throw refused;
-      this.#quarantine(engine, label, f.dir, rejected);
+      setAsideForkGit(git, rejected);
       throw refused instanceof RejectedError
         ? new RejectedError(`${rejected}; ${refused.reason}`, { cause: refused })
         : refused;
     }
-    if (rejected !== null) this.#quarantine(engine, label, f.dir, rejected);
+    if (rejected !== null) setAsideForkGit(git, rejected);
     return { ...summary, rejected };
-  }
-
-  /** Why a fork's Git metadata is not trusted, or `null` when it verifies. */
-  #verify(engine: Engine, label: string, fork: Dir): string | null {
-    try {
-      if (engine.git) verifyAdmin(engine.admins, label, fork, this.#adminSpec(engine, label));
-      // Without Git in the project any .git at the fork root is the branch's
-      // own (`git init`), with a config a host `git -C <fork>` would obey.
-      else if (fork.statAt(GIT_NAME) !== null) return `nested .git at ${GIT_NAME}`;
-      return null;
-    } catch (error) {
-      if (error instanceof RejectedError) return error.reason;
-      // Git allows any bytes in a name; a ref named so is not Git's own state we can check.
-      if (error instanceof InvalidNameError) {
-        return `file name is not valid UTF-8: ${this.#shown(error, label)}`;
-      }
-      throw error;
-    }
-  }
-
-  /** Sets a rejected fork's Git metadata aside; a failure keeps the rejection and says so. */
-  #quarantine(engine: Engine, label: string, fork: Dir, reason: string): void {
-    try {
-      if (engine.git) quarantineAdmin(engine.admins, label, fork, this.#adminSpec(engine, label));
-      else quarantineRootGit(fork);
-    } catch (cause) {
-      throw new RejectedError(
-        `${reason}; its Git metadata could not be set aside (${
-          cause instanceof Error ? cause.message : cause
-        }): do not run git in ${this.dirPath}/${label}`,
-        { cause },
-      );
-    }
   }
 
   /** Where a name that is not UTF-8 was found, relative to the split dir. */

@@ -209,13 +209,22 @@ echo "$dir" > gitdir.txt`,
   assert.match(branch("nested").status ?? "", /^rejected: .*\.git/);
   assert.equal(branch("hooks").state, "rejected");
   assert.match(branch("hooks").status ?? "", /^rejected: .*hooks/);
+  // Argv branches go through the same verification: rejected forks are kept
+  // and untrusted, the branch's hooks set aside with its admin dir.
+  for (const label of ["nested", "hooks"]) {
+    assert.equal(branch(label).trust, "untrusted", label);
+    assert.ok(exists(branch(label).fork), `${label}: its fork is kept`);
+  }
+  assert.ok(exists(`${m.dir}/.admin/.rejected-hooks/hooks/post-checkout`));
+  assert.ok(!exists(`${m.dir}/.admin/hooks/hooks`));
 
   // A host git in the surviving fork (and an IDE) meets nothing the branch wrote.
   const status = await sb.runGit(["-C", cfgFork, "status", "--porcelain"]);
   assert.equal(status.code, 0, show(status));
   for (const label of ["nested", "hooks"]) {
     const dir = label === "nested" ? `${m.dir}/${label}/sub` : `${m.dir}/${label}`;
-    // A rejected fork is removed; git there finds no repository of the branch's making.
+    // A rejected fork is kept, its admin dir set aside for marsh's own: git
+    // there finds no repository of the branch's making that it would obey.
     await sb.runGit(["-C", dir, "status"]);
   }
   assert.ok(!exists(marker), "a branch-written fsmonitor or hook ran on the host");

@@ -10,6 +10,7 @@
  */
 
 import { checkKitName as checkImageName, KitBuildError } from "../engine/kit_build.ts";
+import { KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
@@ -44,8 +45,6 @@ export const DEFAULT_WALL_S = 3600;
 export const MAX_WALL_S = 86_400;
 /** A variable name `--env` may pass. */
 export const ENV_NAME_RULE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
-/** Prefixes `--env` refuses: marsh's own variables and the engine's (spec 000 §2). */
-export const REFUSED_ENV_PREFIXES: readonly string[] = ["MARSH_", "DOCKER_"];
 /** At most this many `--env` names per Kit. */
 export const MAX_KIT_ENV = 64;
 /** At most this many entrypoint words, each at most {@linkcode MAX_WORD} characters. */
@@ -106,14 +105,15 @@ export function checkKitEnvName(name: string): void {
         "(letters, digits and '_', not starting with a digit), not NAME=VALUE",
     );
   }
-  if (name === "HOME" || name === "PATH") {
+  const upper = name.toUpperCase();
+  const set = KIT_SET_ENV_NAMES.find((n) => n === upper);
+  if (set !== undefined) {
     throw new KitRuleError(
-      `--env ${name} is refused: a Kit's ${name} is set in its container ` +
-        `(${name === "HOME" ? "its home directory" : "the image's PATH after marsh's links"})`,
+      `--env ${name} is refused: a Kit's ${set} is set in its container ` +
+        `(${set === "HOME" ? "its home directory" : "the image's PATH after marsh's links"})`,
     );
   }
-  const upper = name.toUpperCase();
-  const prefix = REFUSED_ENV_PREFIXES.find((p) => upper.startsWith(p));
+  const prefix = RESERVED_ENV_PREFIXES.find((p) => upper.startsWith(p));
   if (prefix !== undefined) {
     throw new KitRuleError(
       `--env ${name} is refused: ${prefix}* variables are marsh's and the engine's own, ` +

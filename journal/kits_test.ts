@@ -144,6 +144,9 @@ Deno.test({ name: "kit env: variable names outside MARSH_* and DOCKER_*", permis
   for (const bad of ["HOME", "PATH"]) {
     refuses(() => checkKitEnv([bad]), new RegExp(`--env ${bad} is refused: a Kit's ${bad} is set`));
   }
+  // As the worker never passes them (isReservedEnvName): in any case.
+  refuses(() => checkKitEnv(["home"]), /--env home is refused: a Kit's HOME is set/);
+  refuses(() => checkKitEnv(["Path"]), /--env Path is refused: a Kit's PATH is set/);
   // A name that only contains the prefix is fine.
   checkKitEnv(["MY_MARSH_X", "MARSH", "DOCKER"]);
   refuses(() => checkKitEnv(Array.from({ length: 65 }, (_, i) => `V${i}`)), /too many --env/);

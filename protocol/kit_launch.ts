@@ -38,15 +38,30 @@ export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
 export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /**
- * Names a kit's `env` list never passes from the caller: the ones the worker
- * sets (`HOME`, `MARSH_JOB`, `MARSH_ENTRY`), the image's own `PATH`
- * (spec 004 §4 puts `/run/marsh/bin` in front of it), and marsh's and the
- * engine's variables (`MARSH_*`, `DOCKER_*`, as the registry refuses them).
+ * marsh's and the engine's own variables: never passed to a branch or a
+ * Kit (spec 000 §2). The one list the shell branches' filter
+ * (`worker/env_filter.ts`), the Kit registry (`journal/kits.ts`) and the
+ * worker's Kit launch all use.
+ */
+export const RESERVED_ENV_PREFIXES = ["MARSH_", "DOCKER_"] as const;
+
+/**
+ * Variables a Kit's container gets from marsh, never from the caller: its
+ * `HOME`, and the image's own `PATH` (spec 004 §4 puts `/run/marsh/bin` in
+ * front of it).
+ */
+export const KIT_SET_ENV_NAMES = ["HOME", "PATH"] as const;
+
+/**
+ * Names a kit's `env` list never passes from the caller, compared
+ * case-insensitively: {@linkcode KIT_SET_ENV_NAMES} and
+ * {@linkcode RESERVED_ENV_PREFIXES} (`MARSH_JOB` and `MARSH_ENTRY`, which
+ * the worker sets, among them). The registry refuses the same names.
  */
 export function isReservedEnvName(name: string): boolean {
   const upper = name.toUpperCase();
-  return upper === "HOME" || upper === "PATH" || upper.startsWith("MARSH_") ||
-    upper.startsWith("DOCKER_");
+  return (KIT_SET_ENV_NAMES as readonly string[]).includes(upper) ||
+    RESERVED_ENV_PREFIXES.some((p) => upper.startsWith(p));
 }
 
 /** A registered Kit command as the worker needs it. */

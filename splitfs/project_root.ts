@@ -1,8 +1,10 @@
 /**
  * Finding the project a split is taken of (spec 000 §2, §8): the nearest
  * ancestor of the caller's real cwd (the cwd included) that has a `.git`
- * entry, else the cwd itself. A nested split's cwd lies in its creator
- * branch's fork instead, and its project is the one holding that fork.
+ * entry, else the cwd itself. A Git directory met on the way up first (a
+ * bare repository, or the inside of a worktree's `.git`) is refused: it has
+ * no tree to split. A nested split's cwd lies in its creator branch's fork
+ * instead, and its project is the one holding that fork.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -37,8 +39,9 @@ export interface ProjectLocation {
  * is the original project root and its `cwd` is relative to the fork.
  *
  * @throws {SnapshotError} for `/` as a root, a cwd inside a `.marsh`
- *   directory (outside the named fork, with `parent`), or a root whose
- *   `.git` is not a directory
+ *   directory (outside the named fork, with `parent`), a root whose `.git`
+ *   is not a directory, or a cwd in a bare repository or a `.git` directory
+ *   ({@linkcode isGitDirectory})
  * @throws {FsError} when the cwd cannot be resolved
  */
 export function locateProject(cwd: string, parent?: SplitParent): ProjectLocation {
@@ -59,6 +62,9 @@ export function locateProject(cwd: string, parent?: SplitParent): ProjectLocatio
     const dir = "/" + parts.slice(0, depth).join("/");
     gitKind = Dir.statAbsolute(dir === "/" ? `/${GIT_NAME}` : `${dir}/${GIT_NAME}`)?.kind;
     if (gitKind !== undefined) break;
+    // Git's own discovery order: a directory that is itself a repository
+    // (bare, or a worktree's `.git`) ends the walk too; it has no tree to split.
+    if (isGitDirectory(dir)) throw new SnapshotError(gitDirectoryRefusal(dir, parts[depth - 1]));
   }
   if (depth < 0) depth = parts.length;
   const root = "/" + parts.slice(0, depth).join("/");
@@ -69,6 +75,50 @@ export function locateProject(cwd: string, parent?: SplitParent): ProjectLocatio
   }
   checkRootGit(root, gitKind);
   return { root, cwd: parts.slice(depth).join("/"), git: gitKind === "dir" };
+}
+
+/** `HEAD` holds `ref: refs/...` or an object id (SHA-1 or SHA-256), as Git's `validate_headref` wants. */
+const HEAD_CONTENT = /^(ref:[ \t]*refs\/|[0-9a-f]{40}(?:[0-9a-f]{24})?[ \t\r\n]*$)/;
+/** More than any `HEAD` Git writes; a bigger file is not one. */
+const MAX_HEAD_BYTES = 4096;
+
+/**
+ * Whether `path` is a Git directory by Git's own test (`is_git_directory`):
+ * a `HEAD` file with a ref or an object id (or a symlink into `refs/`), and
+ * `objects/` and `refs/` directories. A plain directory that merely has
+ * entries so named is not one: its `HEAD` says nothing Git would read.
+ */
+export function isGitDirectory(path: string): boolean {
+  let dir: Dir;
+  try {
+    dir = Dir.openAbsolute(path);
+  } catch (error) {
+    // An ancestor the caller may not open cannot be inspected: not a repository to Git either.
+    if (error instanceof FsError && error.errno === E.EACCES) return false;
+    throw error;
+  }
+  try {
+    if (dir.statAt("objects")?.kind !== "dir" || dir.statAt("refs")?.kind !== "dir") return false;
+    const head = dir.statAt("HEAD");
+    if (head?.kind === "symlink") {
+      return new TextDecoder().decode(dir.readlink("HEAD")).startsWith("refs/");
+    }
+    if (head?.kind !== "file" || head.size > MAX_HEAD_BYTES) return false;
+    const text = new TextDecoder().decode(dir.readFile("HEAD", MAX_HEAD_BYTES));
+    return HEAD_CONTENT.test(text);
+  } finally {
+    dir.close();
+  }
+}
+
+/** Why a Git directory on the way up from the cwd cannot be split. */
+function gitDirectoryRefusal(dir: string, name: string | undefined): string {
+  if (name === GIT_NAME) {
+    return `cannot split from inside a Git directory: ${dir}; run marsh split in its worktree ${
+      dir.slice(0, -GIT_NAME.length - 1) || "/"
+    }`;
+  }
+  return `cannot split a bare Git repository: ${dir}; run marsh split in a worktree of it (git worktree add, or git clone)`;
 }
 
 /** Refuses a root whose `.git` is a gitfile or anything else but a directory. */

@@ -330,6 +330,13 @@ Deno.test({
         DOCKER_HOST: "tcp://d",
         X_PAT: "p",
         MARSH_EXTRA: "m",
+        DATABASE_URL: "postgres://app:hunter2@db/app",
+        CACHE_URL: "redis://cache:6379/0",
+        X_AUTH: "xa",
+        JWT: "ey",
+        BW_SESSION: "s",
+        SENTRY_DSN: "https://k@sentry/1",
+        GIT_AUTHOR_NAME: "Test",
       },
     },
   );
@@ -344,6 +351,12 @@ Deno.test({
   for (const name of ["MY_TOKEN", "AWS_X", "MARSH_HOME", "MARSH_EXTRA", "DOCKER_HOST", "X_PAT"]) {
     assert.ok(!seen.has(name), `${name} reached the branch`);
   }
+  // Issue 10 §6: a URL with a password, AUTH, JWT, SESSION and DSN names.
+  for (const name of ["DATABASE_URL", "X_AUTH", "JWT", "BW_SESSION", "SENTRY_DSN"]) {
+    assert.ok(!seen.has(name), `${name} reached the branch`);
+  }
+  assert.equal(seen.get("CACHE_URL"), "redis://cache:6379/0");
+  assert.equal(seen.get("GIT_AUTHOR_NAME"), "Test");
   assert.match(seen.get("MARSH_SOCK") ?? "", new RegExp(`^${sb.home}/b/\\d+\\.sock$`));
 });
 

@@ -14,6 +14,7 @@
  */
 
 import { EngineError, engineSocket } from "../engine/private_engine.ts";
+import { sweepAttempts } from "./attempts.ts";
 import { Journal } from "../journal/journal.ts";
 import {
   ControlDirError,
@@ -131,6 +132,7 @@ async function main(): Promise<number> {
   for (const b of report.branches) {
     log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
   }
+  sweepAttempts(home, journal, log);
 
   // The engine argv branches run on: the one the CLI user who started this
   // daemon means (DOCKER_HOST, else the control dir's private engine when it
@@ -197,6 +199,7 @@ async function main(): Promise<number> {
       forks,
     }),
     gc: async (cwd, dryRun) => {
+      if (!dryRun) sweepAttempts(home, journal, log);
       try {
         const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };

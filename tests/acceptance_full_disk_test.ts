@@ -13,7 +13,7 @@
 import assert from "node:assert/strict";
 import { mountsBelow } from "../splitfs/_testing.ts";
 import type { Manifest } from "../protocol/manifest.ts";
-import { exists, handleId, PERMISSIONS, Sandbox, show } from "./_acceptance.ts";
+import { exists, finish, handleId, PERMISSIONS, Sandbox, show, waitFor } from "./_acceptance.ts";
 
 const MiB = 1024 * 1024;
 
@@ -140,4 +140,34 @@ Deno.test({
   const start = await sb.marsh(["daemon", "start"]);
   assert.equal(start.code, 0, show(start));
   assert.ok(!exists(second), "a daemon start removes an attempt dir whose split is gone");
+});
+
+Deno.test({
+  name:
+    "a cancelled split on a full disk is removed with the attempt dirs its failed publishes kept",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ files: { "a.txt": "a\n" } });
+  const { project } = await fullDisk(sb);
+  const child = sb.spawnMarsh([
+    "split",
+    "-n",
+    "-b",
+    "fill=head -c 8M /dev/urandom > fill.bin; true",
+    "-b",
+    `wait=while [ ! -e "${sb.scratch}/never" ]; do sleep 0.1; done`,
+  ], { cwd: project });
+  const s = await waitFor("the filling branch to end", async () => {
+    const found = (await sb.splits()).find((m) => m.state === "run");
+    const fill = found?.branches.find((b) => b.label === "fill");
+    return fill && fill.state !== "running" && fill.state !== "pending" ? found : undefined;
+  });
+  assert.equal(attempts(sb).length, 2, "the failed publish kept the filling branch's attempt dir");
+  const cancel = await sb.marsh(["splits", "cancel", s.id]);
+  assert.equal(cancel.code, 0, show(cancel));
+  const done = await finish(child, "marsh split");
+  assert.equal(done.code, 130, show(done));
+  assert.equal((await sb.split(s.id))?.state, "cancelled");
+  assert.ok(!exists(s.dir), "every branch's end was confirmed: the split was removed");
+  assert.deepEqual(attempts(sb), [], "its attempt dirs went with it");
 });

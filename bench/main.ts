@@ -258,6 +258,12 @@ interface StrategyResult {
   /** One fork; `forksPerRun` samples per run. */
   readonly fork: MarshSummary;
   readonly capture: MarshSummary;
+  /**
+   * The layer seal check a snapshot makes before it reuses the stack (the
+   * re-snapshot's stack: the full layer and the small change's); null for
+   * copies, which have no layers.
+   */
+  readonly sealCheck: MarshSummary | null;
 }
 
 class Samples {
@@ -282,7 +288,8 @@ class Samples {
  * snapshot, `forksPerRun` forks, the small change inside the first fork
  * (untimed), its capture, removal (untimed); then the small change applied
  * to the live tree (untimed), a re-snapshot, its removal and the change
- * reverted (untimed). Each timed step follows a `sync`.
+ * reverted (untimed); for auto, the seal check of the chain's stack alone.
+ * Each timed step follows a `sync`.
  */
 async function measureMarsh(
   ops: MarshOps,
@@ -296,6 +303,7 @@ async function measureMarsh(
   const re = new Samples();
   const fork = new Samples();
   const capture = new Samples();
+  const seal = new Samples();
   const engineFirst: number[] = [];
   const engineRe: number[] = [];
   const forksPerRun = FORKS_PER_RUN[policy];
@@ -361,6 +369,11 @@ async function measureMarsh(
         await restoreSmallChange(backup);
       }
     }
+    if (policy === "auto") {
+      await settled();
+      const checked = await sampler.measure(() => ops.sealCheck(tree));
+      if (timed) seal.add(checked);
+    }
   }
   return {
     policy,
@@ -374,6 +387,7 @@ async function measureMarsh(
     reSnapshot: re.summary(`marsh re-snapshot (${policy})`),
     fork: fork.summary(`marsh fork (${policy})`),
     capture: capture.summary(`marsh capture (${policy})`),
+    sealCheck: policy === "auto" ? seal.summary("marsh layer seal check (auto)") : null,
   };
 }
 
@@ -433,6 +447,15 @@ function sizeTargets(files: number, b: BaselineResults, m: StrategyResult | null
     vs("re-snapshot after the small change", "≤ 2× git status", m?.reSnapshot, b.gitStatus, 2),
   );
   out.push(vs("first snapshot", "≤ 1.2× cp -a", m?.firstSnapshot, b.cpA, 1.2));
+  // Issue 10 §2: what checking the layers' seals adds to a snapshot that reuses them.
+  const seal = m?.sealCheck ?? null;
+  out.push(report({
+    what: "layer seal check before reuse vs git status",
+    files,
+    strategy,
+    value: seal === null ? null : seal.medianMs / b.gitStatus.medianMs,
+    measured: seal === null ? "n/a" : ratioText(seal.medianMs, b.gitStatus.medianMs),
+  }));
   return out;
 }
 
@@ -531,7 +554,7 @@ function fmtBytes(n: number): string {
   return n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : `${(n / 1e6).toFixed(1)} MB`;
 }
 
-type Step = "firstSnapshot" | "reSnapshot" | "fork" | "capture";
+type Step = "firstSnapshot" | "reSnapshot" | "fork" | "capture" | "sealCheck";
 
 /** Each table row: the step, and the baselines it is compared with. */
 const ROWS: readonly { step: Step; label: string; bases: readonly (keyof BaselineResults)[] }[] = [
@@ -543,13 +566,20 @@ const ROWS: readonly { step: Step; label: string; bases: readonly (keyof Baselin
   },
   { step: "fork", label: "fork (per branch)", bases: ["cpA", "worktreeAdd"] },
   { step: "capture", label: "capture (10 M, 5 A, 5 D) in a fork", bases: ["gitStatus", "gitDiff"] },
+  {
+    step: "sealCheck",
+    label: "layer seal check before reuse (stat of every layer entry)",
+    bases: ["gitStatus"],
+  },
 ];
 
 function ratiosOf(m: StrategyResult, b: BaselineResults): Record<string, number> {
   const out: Record<string, number> = {};
   for (const row of ROWS) {
     for (const base of row.bases) {
-      out[`${row.step}Vs${base[0]?.toUpperCase()}${base.slice(1)}`] = m[row.step].medianMs /
+      const step = m[row.step];
+      if (step === null) continue;
+      out[`${row.step}Vs${base[0]?.toUpperCase()}${base.slice(1)}`] = step.medianMs /
         b[base].medianMs;
     }
   }
@@ -597,7 +627,8 @@ function renderSize(r: SizeResult): string {
         fmtTime(s),
         ...policies.map((p) => {
           const m = r.strategies[p];
-          return m ? fmtRatio(m[row.step].medianMs / s.medianMs) : "n/a";
+          const step = m?.[row.step];
+          return step ? fmtRatio(step.medianMs / s.medianMs) : "n/a";
         }),
       ]);
       memRows.push([
@@ -650,7 +681,10 @@ function renderSize(r: SizeResult): string {
       "before sealing it, so its time includes writing the bytes to disk, which `cp -a`'s does " +
       "not (`cp -a; sync` adds a timed `sync` after each copy). The re-snapshot is of the live " +
       "tree with the small change applied (reverted after, untimed), on top of that layer; " +
-      "`copy` copies the whole tree both times.",
+      "`copy` copies the whole tree both times. The seal check is the part of a re-snapshot " +
+      "that re-stats every entry of the stack's layers (no content read) to find a layer changed " +
+      "since its seal; its row is its own time against `git status`. The machine is shared and " +
+      "noisy: compare ratios from one run, not times across runs.",
   );
   if (r.targets.length > 0) {
     const auto = r.strategies.auto;

@@ -12,6 +12,8 @@
  */
 
 import { join } from "node:path";
+import { Dir } from "../splitfs/dir.ts";
+import { LayerStore } from "../splitfs/layers.ts";
 import { LAYERS_DIR, MARSH_DIR } from "../splitfs/layout.ts";
 import { readMounts } from "../splitfs/mountinfo.ts";
 import { SplitWorkspace } from "../splitfs/workspace.ts";
@@ -78,6 +80,14 @@ export const marshOps: MarshOps = {
   },
   capture(splitDir: string, label: string): Promise<OpReport & { readonly files: number }> {
     return Promise.resolve({ files: workspace(splitDir).capture(label).files });
+  },
+  sealCheck(root: string): Promise<OpReport> {
+    using dir = Dir.openAbsolute(root);
+    using marsh = dir.openDir(MARSH_DIR);
+    using store = LayerStore.open(marsh);
+    const problem = store.checkHead("tracked");
+    if (problem !== null) throw new Error(`The seal check failed: ${problem}`);
+    return Promise.resolve({});
   },
   cleanup(splitDir: string): Promise<void> {
     workspace(splitDir).remove();

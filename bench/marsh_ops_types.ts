@@ -79,6 +79,14 @@ export interface MarshOps {
    */
   capture(splitDir: string, label: string): Promise<OpReport & { readonly files: number }>;
 
+  /**
+   * Checks the data of the layers of `root`'s tracked chain against their
+   * seals, as a snapshot does before it reuses them.
+   *
+   * @throws {Error} when a layer does not match its seal (nothing may change them here)
+   */
+  sealCheck(root: string): Promise<OpReport>;
+
   /** Removes the split and everything under it (its mounts first); untimed. */
   cleanup(splitDir: string): Promise<void>;
 

@@ -14,6 +14,7 @@
  */
 
 import { EngineError, engineSocket } from "../engine/private_engine.ts";
+import { sweepAttempts } from "./attempts.ts";
 import { Journal } from "../journal/journal.ts";
 import {
   ControlDirError,
@@ -210,6 +211,7 @@ async function main(): Promise<number> {
   for (const b of report.branches) {
     log.info(`restart: branch ${b.split}/${b.label} ${b.from} -> ${b.to} (fork kept: ${b.fork})`);
   }
+  sweepAttempts(home, journal, log);
   let stopping = false;
   const stopped = Promise.withResolvers<number>();
   const worker = WorkerLink.start(home, (why) => {
@@ -260,6 +262,7 @@ async function main(): Promise<number> {
       view: shellView,
     }),
     gc: async (cwd, dryRun) => {
+      if (!dryRun) sweepAttempts(home, journal, log);
       try {
         const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };

@@ -32,6 +32,8 @@ import { writeJoinObjects } from "./join_objects.ts";
 import { checkArgvBranches } from "./kit_names.ts";
 import type { Log } from "./log.ts";
 import { keptWork, manifestOf } from "./manifest.ts";
+import { removeAttemptsOf } from "./attempts.ts";
+import { completeOut } from "./join_out.ts";
 import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
@@ -272,12 +274,15 @@ export class Splits {
     return manifestOf(s, this.#d.journal.branches(id));
   }
 
-  async #writeManifest(id: string): Promise<void> {
+  /** Writes `out/manifest.json`; a failure is logged and returned (join writes it again). */
+  async #writeManifest(id: string): Promise<string | null> {
     const json = JSON.stringify(this.#manifest(id), null, 2) + "\n";
     try {
       await this.#d.splitfs.request({ v: 1, t: "manifest", id, json });
+      return null;
     } catch (error) {
       this.#d.log.info(`split ${id}: manifest not written: ${error}`);
+      return error instanceof Error ? error.message : String(error);
     }
   }
 
@@ -1268,7 +1273,15 @@ export class Splits {
     this.#cleanup(live, spool);
     const conn = live.creatorConn;
     live.creatorConn = null;
-    await this.#writeManifest(live.id);
+    const unwritten = await this.#writeManifest(live.id);
+    if (unwritten !== null && conn && !conn.isClosed) {
+      await conn.send({
+        v: 1,
+        t: "notice",
+        message: `marsh split: out/manifest.json was not written: ${unwritten}; ` +
+          "marsh join writes it again and refuses to run a consumer until it can",
+      });
+    }
     if (conn && !conn.isClosed) {
       // The create stream holds the lease until it ends.
       conn.closed.then(() => this.#startLease(live));
@@ -1315,6 +1328,7 @@ export class Splits {
         await splitfs.request({ v: 1, t: "remove", id: live.id });
         live.open = false;
         journal.updateSplit(live.id, { identity: null });
+        removeAttemptsOf(this.#d.home, live.id, journal.branches(live.id), this.#d.log);
       } catch (error) {
         message += `; kept (${
           error instanceof Error ? error.message : error
@@ -1437,6 +1451,19 @@ export class Splits {
     clearTimeout(live.leaseTimer);
     try {
       await this.#ensureOpen(live, s);
+      // A consumer never reads a half out/ (a full disk): what failed is tried again first.
+      const incomplete = await completeOut(
+        this.#d,
+        s.id,
+        () => JSON.stringify(this.#manifest(s.id), null, 2) + "\n",
+      );
+      if (incomplete !== null) {
+        throw new RequestError(
+          2,
+          `cannot hand split ${s.id} to the consumer: ${incomplete}; the split is kept: ` +
+            `free space (or fix what is named), then run marsh join again, or remove it with: marsh splits rm ${s.id}`,
+        );
+      }
       const unwritten = await writeJoinObjects(this.#d, s);
       if (unwritten !== null) throw new RequestError(2, unwritten);
       const manifest = this.#manifest(s.id);
@@ -1491,6 +1518,7 @@ export class Splits {
           live.open = false;
           journal.updateSplit(s.id, { identity: null });
           journal.revokeCapabilitiesOfSplit(s.id);
+          removeAttemptsOf(this.#d.home, s.id, branches, this.#d.log);
           await conn.send({ v: 1, t: "join.released", removed: true });
           this.#live.delete(s.id);
           return;
@@ -1620,7 +1648,10 @@ export class Splits {
     }
     clearTimeout(live.leaseTimer);
     journal.revokeCapabilitiesOfSplit(id);
+    const branches = journal.branches(id);
     journal.deleteSplit(id);
+    // What the attempts kept (a failed publish, an uncertain branch) goes with the split.
+    removeAttemptsOf(this.#d.home, id, branches, this.#d.log);
     this.#live.delete(id);
     return said;
   }

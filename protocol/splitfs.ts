@@ -207,6 +207,23 @@ export interface ManifestRequest {
   readonly json: string;
 }
 
+/**
+ * Before a join hands `out/` to a consumer: which of these branches lack a
+ * file under `out/<label>/` (`status`, `stdout`, `stderr`; `files` when
+ * captured; `diff.patch` when captured with changes). Answered with
+ * `out-checked`.
+ */
+export interface OutCheckRequest {
+  readonly v: 1;
+  readonly t: "out-check";
+  readonly id: string;
+  readonly branches: readonly {
+    readonly label: string;
+    readonly captured: boolean;
+    readonly changed: boolean;
+  }[];
+}
+
 /** One branch of a rendering, in declaration order. */
 export interface RenderBranchSpec {
   readonly label: string;
@@ -290,6 +307,7 @@ export type SplitfsRequest =
   | UnmountRequest
   | PublishRequest
   | ManifestRequest
+  | OutCheckRequest
   | RenderRequest
   | ReopenRequest
   | ProbeRequest
@@ -373,6 +391,13 @@ export interface ProbedReply {
   readonly t: "probed";
   readonly strategy: string;
   readonly reason: string;
+}
+
+/** The answer to `out-check`: the branches that lack files, with the names they lack. */
+export interface OutCheckedReply {
+  readonly v: 1;
+  readonly t: "out-checked";
+  readonly missing: readonly { readonly label: string; readonly files: readonly string[] }[];
 }
 
 /** The answer to `gc`. */
@@ -467,6 +492,7 @@ export type SplitfsReply =
   | CollectedReply
   | ExportedReply
   | ProcessesReply
+  | OutCheckedReply
   | OkReply
   | ErrorReply;
 
@@ -617,6 +643,17 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       };
     case "manifest":
       return { v: 1, t: "manifest", id: str(x, "id"), json: manifestJson(x) };
+    case "out-check":
+      return {
+        v: 1,
+        t: "out-check",
+        id: str(x, "id"),
+        branches: list(x, "branches").map((b) => ({
+          label: str(b, "label"),
+          captured: bool(b, "captured"),
+          changed: bool(b, "changed"),
+        })),
+      };
     case "render":
       return {
         v: 1,
@@ -802,6 +839,18 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
         target: x.target === null ? null : str(x, "target"),
         written: num(x, "written"),
         present: num(x, "present"),
+      };
+    case "out-checked":
+      return {
+        v: 1,
+        t: "out-checked",
+        missing: list(x, "missing").map((m) => {
+          const files = m.files;
+          if (!Array.isArray(files) || !files.every((f) => typeof f === "string")) {
+            throw new ProtocolError("malformed out-checked reply: files");
+          }
+          return { label: str(m, "label"), files };
+        }),
       };
     case "ok":
       return { v: 1, t: "ok" };

@@ -228,6 +228,9 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       workspace(req.id).writeManifest(req.json);
       send({ v: 1, t: "ok" });
       return;
+    case "out-check":
+      send({ v: 1, t: "out-checked", missing: workspace(req.id).missingOut(req.branches) });
+      return;
     case "render": {
       const out = new ChunkSender();
       const changed = workspace(req.id).render(req.branches, req.terminal, (b) => out.push(b));

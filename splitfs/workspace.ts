@@ -23,6 +23,7 @@ import {
   FILES_FILE,
   PATCH_FILE,
 } from "./capture.ts";
+import { type MissingOut, missingOut, type OutExpectation } from "./out_check.ts";
 import {
   type CopyStrategy,
   Dir,
@@ -987,6 +988,22 @@ export class SplitWorkspace implements Disposable {
     } finally {
       for (const s of sources) s?.close();
     }
+  }
+
+  /**
+   * The branches whose `out/<label>/` lacks a file a consumer is promised
+   * (see `out_check.ts`); empty when `out/` is complete.
+   *
+   * @throws {RefusedError} for a label that is not one
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   */
+  missingOut(expect: readonly OutExpectation[]): MissingOut[] {
+    for (const e of expect) {
+      const problem = labelProblem(e.label);
+      if (problem) throw new RefusedError(problem);
+    }
+    this.#checkSplit();
+    return missingOut(this.#outDir(), expect);
   }
 
   /**

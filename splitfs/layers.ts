@@ -530,9 +530,15 @@ export class LayerStore implements Disposable {
   /** The first layer whose data no longer matches its seal, as a message; `null` when none. */
   #checkData(metas: readonly LayerMeta[]): string | null {
     for (const meta of metas) {
-      using wrapper = this.#openWrapper(meta.id);
-      const problem = checkData(wrapper, meta);
-      if (problem !== null) return new LayerError(meta.id, problem).message;
+      try {
+        using wrapper = this.#openWrapper(meta.id);
+        const problem = checkData(wrapper, meta);
+        if (problem !== null) return new LayerError(meta.id, problem).message;
+      } catch (error) {
+        // Gone since the head was read (another process's gc): not a base either.
+        if (error instanceof LayerError) return error.message;
+        throw error;
+      }
     }
     return null;
   }

@@ -25,8 +25,9 @@
  *
  * After sealing, `layers/<id>` is made `0o555`; nothing in a sealed layer is
  * ever modified by marsh, and a snapshot reuses a stack only after checking
- * each layer's data against its `stat` records. A chain's head, `layers/<chain>.head`, names its top layer
- * and is replaced atomically; the stack is found by following `parent`.
+ * each layer's data against its `stat` records. A chain's head,
+ * `layers/<chain>.head`, names its top layer and is replaced atomically; the
+ * stack is found by following `parent`.
  *
  * A later snapshot reads about as little as `git status` does:
  *

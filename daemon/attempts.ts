@@ -19,7 +19,7 @@ import type { Log } from "./log.ts";
 /** `<split id>-<label>-<suffix>`: the split id is the part before the first `-`. */
 const ATTEMPT_NAME = /^([a-z0-9]{1,64})-./;
 
-/** Removes one attempt dir; a failure is logged, never thrown (the split's record is what matters). */
+/** Removes one attempt dir; a failure is logged, never thrown (the split's record matters more). */
 export function removeAttemptDir(dir: string, log: Log, who: string): boolean {
   try {
     Deno.removeSync(dir, { recursive: true });

@@ -350,7 +350,8 @@ function liveDigest(data: Dir): { sha256: string; entries: number } {
 export function checkData(wrapper: Dir, meta: LayerMeta): string | null {
   const seal = meta.data;
   if (seal === undefined) {
-    return "has no record of its data (sealed by an older marsh), so a change to it cannot be detected";
+    return "has no record of its data (sealed by an older marsh), " +
+      "so a change to it cannot be detected";
   }
   let data: Dir;
   try {

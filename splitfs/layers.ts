@@ -25,8 +25,9 @@
  *
  * After sealing, `layers/<id>` is made `0o555`; nothing in a sealed layer is
  * ever modified by marsh, and a snapshot reuses a stack only after checking
- * each layer's data against its `stat` records. A chain's head, `layers/<chain>.head`, names its top layer
- * and is replaced atomically; the stack is found by following `parent`.
+ * each layer's data against its `stat` records. A chain's head,
+ * `layers/<chain>.head`, names its top layer and is replaced atomically; the
+ * stack is found by following `parent`.
  *
  * A later snapshot reads about as little as `git status` does:
  *
@@ -549,9 +550,15 @@ export class LayerStore implements Disposable {
   /** The first layer whose data no longer matches its seal, as a message; `null` when none. */
   #checkData(metas: readonly LayerMeta[]): string | null {
     for (const meta of metas) {
-      using wrapper = this.#openWrapper(meta.id);
-      const problem = checkData(wrapper, meta);
-      if (problem !== null) return new LayerError(meta.id, problem).message;
+      try {
+        using wrapper = this.#openWrapper(meta.id);
+        const problem = checkData(wrapper, meta);
+        if (problem !== null) return new LayerError(meta.id, problem).message;
+      } catch (error) {
+        // Gone since the head was read (another process's gc): not a base either.
+        if (error instanceof LayerError) return error.message;
+        throw error;
+      }
     }
     return null;
   }

@@ -124,13 +124,26 @@ export class ProjectLocks {
 
   /**
    * {@linkcode hold} for a project named by its root, when `<root>/.marsh`
-   * is a directory; otherwise nothing (the caller's own checks refuse).
+   * is a directory; otherwise nothing: the caller's own checks say what is
+   * gone or replaced.
    */
   holdIfPresent(root: string): void {
-    using rootDir = Dir.openAbsolute(root);
-    if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") return;
-    using marsh = rootDir.openDir(MARSH_DIR);
-    this.hold(marsh, root);
+    let rootDir: Dir;
+    try {
+      rootDir = Dir.openAbsolute(root);
+    } catch (error) {
+      if (error instanceof FsError && (error.errno === E.ENOENT || error.errno === E.ENOTDIR)) {
+        return;
+      }
+      throw error;
+    }
+    try {
+      if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") return;
+      using marsh = rootDir.openDir(MARSH_DIR);
+      this.hold(marsh, root);
+    } finally {
+      rootDir.close();
+    }
   }
 }
 

@@ -125,6 +125,10 @@ Deno.test({
   locks.holdIfPresent(p.root);
   assert.equal(locks.size, 0);
   assert.throws(() => Deno.lstatSync(`${p.root}/.marsh`), Deno.errors.NotFound);
+  // A root that is gone is the caller's to report (workspace replaced), not a lock error.
+  locks.holdIfPresent(`${p.root}/gone`);
+  locks.holdIfPresent(`${target}/below-a-file`);
+  assert.equal(locks.size, 0);
 });
 
 Deno.test("parseHolder: only a pid and an absolute, printable home", () => {

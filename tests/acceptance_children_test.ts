@@ -12,7 +12,7 @@ import { exists, finish, PERMISSIONS, Sandbox, show, waitFor } from "./_acceptan
 
 const dec = new TextDecoder();
 
-/** A process's `ps` line: pid, parent, state and command line; null when there is none. */
+/** Every process as `ps` shows it: pid, parent, state and command line. */
 async function ps(): Promise<{ pid: number; ppid: number; stat: string; args: string }[]> {
   const out = await new Deno.Command("ps", {
     args: ["-eo", "pid=,ppid=,stat=,args="],
@@ -89,6 +89,37 @@ Deno.test({
   assert.equal(rm.code, 0, show(rm));
   assert.ok(Date.now() - t0 < 5000, `splits rm took ${Date.now() - t0} ms`);
   assert.ok(!exists(s.dir));
+});
+
+Deno.test({
+  name:
+    "children: kill -9 mid-run ends the worker and its branch (its pipe closed), not only later",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const gate = `${sb.scratch}/never`;
+  const pidFile = `${sb.scratch}/branch.pid`;
+  const started = await sb.marsh(["daemon", "start"]);
+  assert.equal(started.code, 0, show(started));
+  const daemon = sb.daemonPid()!;
+  const worker = await childOf(daemon, "worker/main.ts");
+  const creator = sb.spawnMarsh([
+    "split",
+    "-n",
+    "-b",
+    `a=echo $$ > '${pidFile}'; while [ ! -e '${gate}' ]; do sleep 0.05; done`,
+  ]);
+  await sb.runningSplit();
+  const branch = await waitFor("the branch's pid", () => {
+    const text = exists(pidFile) ? Deno.readTextFileSync(pidFile).trim() : "";
+    return text === "" ? undefined : Number(text);
+  });
+  Deno.kill(daemon, "SIGKILL");
+  // The worker is busy (a branch runs): it cancels the branch (SIGINT) and exits.
+  await goneWithin(worker, 15_000, "the worker");
+  await goneWithin(branch, 1000, "the branch");
+  await finish(creator, "the creator's marsh split");
+  Deno.writeTextFileSync(gate, "");
 });
 
 Deno.test({

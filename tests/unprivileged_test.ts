@@ -526,3 +526,34 @@ Deno.test({
   );
   assert.equal((await w.service()).uid, w.uid);
 });
+
+Deno.test({
+  name:
+    "unprivileged: kill -9 mid-capture takes the service (under unshare) along; a new daemon removes the split",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  // A large change: its capture (a 30 MB text diff) takes seconds.
+  const creator = w.spawnBash(`"$M" split -n -b 'a=seq 1 4000000 > big.txt' </dev/null`);
+  const m = await waitFor("the split", async () => {
+    const r = await w.marsh(["splits", "--json"]);
+    return (JSON.parse(r.stdout) as { splits: Manifest[] }).splits[0];
+  });
+  await waitFor("the capture to start", () => exists(`${m.out}/a/diff.patch`));
+  const daemon = (await w.status()).daemon!.pid;
+  const service = await w.service();
+  // `unshare` execs: the service's parent is the daemon itself.
+  Deno.kill(daemon, "SIGKILL");
+  // Gone, or a zombie (nothing may reap it here): either way it holds no file and no mount.
+  const live = async () => {
+    const r = await run("ps", ["-o", "stat=", "-p", String(service.pid)]);
+    return r.code === 0 && !r.stdout.trim().startsWith("Z");
+  };
+  await waitFor("the service to die with its daemon", async () => !(await live()), 1000);
+  await finish(creator, "the creator's marsh split");
+  const started = await w.marsh(["daemon", "start"]);
+  assert.equal(started.code, 0, show(started));
+  const rm = await w.marsh(["splits", "rm", m.id]);
+  assert.equal(rm.code, 0, show(rm));
+  assert.ok(!exists(m.dir));
+});

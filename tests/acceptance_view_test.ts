@@ -157,3 +157,25 @@ Deno.test({
   assert.equal(Deno.readTextFileSync(`${sb.project}/a.txt`), "a\n");
   assert.equal((await sb.marsh(["splits", "rm", m.id])).code, 0);
 });
+
+Deno.test({
+  name: "a root shell branch that writes its Git index in place leaves its siblings' Git alone",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ files: { "a.txt": "a\n" } });
+  const done = `${sb.scratch}/written`;
+  const r = await sb.bash(
+    `"$M" split -b a="$A" -b b="$B" | "$M" join --keep -- true`,
+    {
+      env: {
+        // In place: the same inode, truncated and rewritten (Git itself renames).
+        A: `printf junk > "$(git rev-parse --git-dir)/index"; touch ${done}`,
+        B: `while [ ! -e ${done} ]; do sleep 0.05; done; echo b >> a.txt; git status --porcelain`,
+      },
+    },
+  );
+  const [m] = await sb.splits();
+  assert.ok(m, show(r));
+  assert.equal(Deno.readTextFileSync(`${m.out}/b/stdout`), " M a.txt\n", show(r));
+  assert.equal((await sb.marsh(["splits", "rm", m.id])).code, 0);
+});

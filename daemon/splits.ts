@@ -548,10 +548,7 @@ export class Splits {
       let f: ForkedReply;
       try {
         f = await splitfs.request<ForkedReply>(
-          // A shell branch is trusted (C1): it may share the split's index by
-          // hard link. A Kit container could write a shared inode in place, so
-          // an argv branch's fork gets its own copy (ForkIsolation).
-          { v: 1, t: "fork", id, label: spec.label, shareIndex: spec.kind === "shell" },
+          { v: 1, t: "fork", id, label: spec.label },
           undefined,
           (p) => {
             void conn.send({

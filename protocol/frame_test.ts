@@ -107,21 +107,11 @@ Deno.test("request and reply parsers accept only their shapes", () => {
   );
 });
 
-Deno.test("a fork request's shareIndex is an optional boolean, absent by default", () => {
+Deno.test("a fork request names a split and a label; nothing else is passed on", () => {
   const fork = { v: 1, t: "fork", id: "s1", label: "a" };
   assert.deepEqual(parseSplitfsRequest(fork), fork);
-  assert.equal("shareIndex" in parseSplitfsRequest(fork), false);
-  for (const shareIndex of [true, false]) {
-    assert.deepEqual(parseSplitfsRequest({ ...fork, shareIndex }), { ...fork, shareIndex });
-  }
-  for (const shareIndex of ["true", 1, 0, null, {}]) {
-    assert.throws(
-      () => parseSplitfsRequest({ ...fork, shareIndex }),
-      (e) => e instanceof ProtocolError && /shareIndex must be a boolean/.test(e.message),
-    );
-  }
-  // Unknown fields are dropped, as for every frame.
-  assert.deepEqual(parseSplitfsRequest({ ...fork, extra: 1 }), fork);
+  // Unknown fields are dropped, as for every frame (shareIndex is gone: every fork has its own index).
+  assert.deepEqual(parseSplitfsRequest({ ...fork, extra: 1, shareIndex: true }), fork);
 });
 
 Deno.test("an export-objects request takes checked labels and an optional parent", () => {

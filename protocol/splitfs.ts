@@ -125,14 +125,6 @@ export interface ForkRequest {
   readonly t: "fork";
   readonly id: string;
   readonly label: string;
-  /**
-   * `true` only for a trusted branch (a shell branch, which runs as the
-   * user): the fork's Git index is a hard link to the split's one read-only
-   * copy instead of its own copy. Absent or `false`: a private copy, which an
-   * argv branch must always get (its container could write a shared inode in
-   * place, into a sibling's index: ForkIsolation).
-   */
-  readonly shareIndex?: boolean;
 }
 
 /** Verify and capture one fork into `out/<label>/`. */
@@ -693,16 +685,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         }),
         git: bool(x, "git"),
       };
-    case "fork": {
-      const shareIndex = x.shareIndex === undefined ? undefined : bool(x, "shareIndex");
-      return {
-        v: 1,
-        t: "fork",
-        id: str(x, "id"),
-        label: str(x, "label"),
-        ...(shareIndex === undefined ? {} : { shareIndex }),
-      };
-    }
+    case "fork":
+      return { v: 1, t: "fork", id: str(x, "id"), label: str(x, "label") };
     case "capture":
     case "remove-fork":
       return { v: 1, t: x.t, id: str(x, "id"), label: str(x, "label") };

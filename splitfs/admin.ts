@@ -8,15 +8,9 @@
  * Verification regenerates the same bytes from the same spec, so nothing has
  * to be remembered but the spec (which the journal keeps).
  *
- * The index is either a private copy (the default) or, for a fork whose
- * branch is trusted (a shell branch, which runs as the user), a hard link to
- * the split's one read-only copy `.admin/.index` (and `.admin/.sharedindex.<id>`
- * for a split index), written once per split by {@linkcode writeSharedIndex}.
- * Git never writes an index in place: it writes `index.lock` and renames it
- * over `index`, so a branch's Git replaces its own link and never changes the
- * shared inode. An argv branch runs in a container with its admin dir mounted
- * read-write, as the file's owner, so it could write through a shared inode
- * into a sibling's index: its fork always gets a copy (ForkIsolation).
+ * Every fork's index is a private copy: a branch that may write its admin
+ * dir (every branch may) could write a shared inode in place, into a
+ * sibling's index (ForkIsolation; docs/engine.md, "Forks").
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -33,8 +27,7 @@ import {
   REQUIRED_FILES,
 } from "./admin_rules.ts";
 import type { Dir, Stat } from "./dir.ts";
-import { E, FsError } from "./ffi.ts";
-import { RejectedError, WorkspaceReplacedError } from "./errors.ts";
+import { RejectedError } from "./errors.ts";
 import { MAX_PACKED_REFS_BYTES } from "./git_source.ts";
 
 export { SHARED_INDEX_NAME } from "./admin_rules.ts";
@@ -99,16 +92,6 @@ function configText(spec: AdminSpec): string {
   return lines.join("\n") + "\n";
 }
 
-/** A file's `(dev, ino)`. */
-export type FileIdentity = readonly [bigint, bigint];
-
-/**
- * The split-level index files as {@linkcode writeSharedIndex} wrote them: by
- * their name in a fork's admin dir (`index`, `sharedindex.<id>`), the
- * identity of the shared copy a fork's link must reach.
- */
-export type SharedIndex = ReadonlyMap<string, FileIdentity>;
-
 /**
  * The index files a fork's Git reads, by their name in its admin dir: `index`
  * and, with a split index, the `sharedindex.<id>` files it builds on. Empty
@@ -123,96 +106,21 @@ export function indexFiles(spec: AdminSpec): Map<string, Uint8Array> {
 }
 
 /**
- * Under `.admin/`, the name of the split's shared copy of the index file
- * `name`: `.index`, `.sharedindex.<id>`. A label starts with a letter or a
- * digit (`labelProblem`), so this is never a fork's admin dir.
+ * Writes `.admin/<label>/` under `admins`, with private copies of the index
+ * files, and the gitfile at the fork's root.
  */
-export function sharedIndexName(name: string): string {
-  return `.${name}`;
-}
-
-/**
- * Writes the split's shared copies of the index files under `admins`, each
- * read-only (`0444`) and created `O_EXCL`, and returns their identities. All
- * or nothing: on failure the files written here are removed.
- */
-export function writeSharedIndex(admins: Dir, spec: AdminSpec): SharedIndex {
-  const written = new Map<string, FileIdentity>();
-  try {
-    for (const [name, bytes] of indexFiles(spec)) {
-      const shared = sharedIndexName(name);
-      admins.writeNewFile(shared, bytes, 0o444);
-      const st = admins.statAt(shared)!;
-      written.set(name, [st.dev, st.ino]);
-    }
-  } catch (error) {
-    for (const name of written.keys()) {
-      try {
-        admins.unlink(sharedIndexName(name));
-      } catch (cause) {
-        throw new Error(`${error}; ${admins.path}/${sharedIndexName(name)} could not be removed`, {
-          cause,
-        });
-      }
-    }
-    throw error;
-  }
-  return written;
-}
-
-/**
- * Hard-links each shared index file into `admin` under its own name, through
- * descriptors; the new link must be the very file that was written.
- *
- * @throws {WorkspaceReplacedError} when a shared copy is gone or replaced
- */
-function linkSharedIndex(admins: Dir, admin: Dir, shared: SharedIndex): void {
-  for (const [name, [dev, ino]] of shared) {
-    const from = sharedIndexName(name);
-    const replaced = (cause?: unknown) =>
-      new WorkspaceReplacedError(`${admins.path}/${from} is gone or replaced`, { cause });
-    try {
-      admins.link(from, admin, name);
-    } catch (error) {
-      if (error instanceof FsError && error.errno === E.ENOENT) throw replaced(error);
-      throw error;
-    }
-    const st = admin.statAt(name);
-    if (st?.kind !== "file" || st.dev !== dev || st.ino !== ino) throw replaced();
-  }
-}
-
 /**
  * Writes `.admin/<label>/` under `admins` and the gitfile at the fork's root.
- * With `shared` (from {@linkcode writeSharedIndex}, for a trusted branch
- * only), the index files are hard links to the split's shared copies;
- * without, private copies.
- *
- * @throws {WorkspaceReplacedError} when a shared index copy is gone or replaced
+ * Every fork gets its own index copy: a branch may write its index in place
+ * (docs/engine.md, "Forks").
  */
-export function writeAdmin(
-  admins: Dir,
-  label: string,
-  fork: Dir,
-  spec: AdminSpec,
-  shared: SharedIndex | null = null,
-): void {
-  writeAdminDir(admins, label, spec, shared);
+export function writeAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpec): void {
+  writeAdminDir(admins, label, spec);
   fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
 }
 
-/**
- * Writes `.admin/<label>/` under `admins` as {@linkcode writeAdmin} does,
- * without the gitfile.
- *
- * @throws {WorkspaceReplacedError} when a shared index copy is gone or replaced
- */
-export function writeAdminDir(
-  admins: Dir,
-  label: string,
-  spec: AdminSpec,
-  shared: SharedIndex | null = null,
-): void {
+/** Writes `.admin/<label>/` under `admins` as {@linkcode writeAdmin} does, without the gitfile. */
+export function writeAdminDir(admins: Dir, label: string, spec: AdminSpec): void {
   admins.mkdir(label, 0o755);
   using admin = admins.openDir(label);
   for (const [path, bytes] of fixedFiles(spec)) {
@@ -236,8 +144,7 @@ export function writeAdminDir(
     refs.ensureDir("tags").close();
     if (spec.head) heads.writeNewFile("marsh-split", enc.encode(`${spec.head}\n`), 0o644);
   }
-  if (shared) linkSharedIndex(admins, admin, shared);
-  else for (const [name, bytes] of indexFiles(spec)) admin.writeNewFile(name, bytes, 0o644);
+  for (const [name, bytes] of indexFiles(spec)) admin.writeNewFile(name, bytes, 0o644);
 }
 
 /**

@@ -167,10 +167,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     }
     case "fork": {
       const t0 = performance.now();
-      const f = workspace(req.id).fork(req.label, {
-        progress: progressSender(progressMs),
-        shareIndex: req.shareIndex ?? false,
-      });
+      const f = workspace(req.id).fork(req.label, { progress: progressSender(progressMs) });
       send({
         v: 1,
         t: "forked",

@@ -45,7 +45,7 @@ export function quarantineRootGit(fork: Dir): string | null {
  */
 export function quarantineAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpec): void {
   if (admins.statAt(label) !== null) admins.rename(label, admins, quarantinedAdminName(label));
-  writeAdminDir(admins, label, spec, null);
+  writeAdminDir(admins, label, spec);
   const want = gitfileBytes(spec);
   const st = fork.statAt(GIT);
   if (st?.kind === "file" && st.size === want.length) {

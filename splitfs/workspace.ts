@@ -9,13 +9,7 @@
  * @module
  */
 
-import {
-  type AdminSpec,
-  SHARED_INDEX_NAME,
-  type SharedIndex,
-  writeAdmin,
-  writeSharedIndex,
-} from "./admin.ts";
+import { type AdminSpec, SHARED_INDEX_NAME, writeAdmin } from "./admin.ts";
 import {
   type CaptureResult,
   type CaptureSummary,
@@ -266,8 +260,6 @@ export class SplitWorkspace implements Disposable {
   /** `null` for a split reopened after a restart. */
   readonly #engine: Engine | null;
   readonly #forks = new Map<string, HeldFork>();
-  /** The split's shared index copies, written on the first fork that shares them. */
-  #sharedIndex: SharedIndex | null = null;
 
   private constructor(init: {
     root: string;
@@ -684,20 +676,10 @@ export class SplitWorkspace implements Disposable {
 
   /**
    * Makes the fork `<label>` (and its Git metadata for a Git project).
-   * `progress` is called after each file copied.
-   *
-   * With `shareIndex` (only for a trusted branch: a shell branch, which runs
-   * as the user), the fork's `index` (and `sharedindex.<id>` files) are hard
-   * links to the split's read-only copies `.admin/.index` (`.sharedindex.<id>`),
-   * written once on the first such fork: Git replaces an index by renaming
-   * `index.lock` over it, so one fork's Git never changes another's. Without
-   * it (the default, and always for an argv branch, which could write the
-   * shared inode in place), each fork gets its own copy.
+   * `progress` is called after each file copied. Each fork gets its own
+   * copy of the index (`writeAdmin`).
    */
-  fork(
-    label: string,
-    opts: { progress?: CopyProgress; shareIndex?: boolean } = {},
-  ): ForkInfo {
+  fork(label: string, opts: { progress?: CopyProgress } = {}): ForkInfo {
     const problem = labelProblem(label);
     if (problem) throw new SnapshotError(problem);
     const engine = this.#made("forking");
@@ -707,10 +689,7 @@ export class SplitWorkspace implements Disposable {
     const made = engine.strategy.create(this.#dir, engine.base, label, opts.progress);
     try {
       if (engine.git) {
-        const spec = this.#adminSpec(engine, label);
-        if (opts.shareIndex) this.#sharedIndex ??= writeSharedIndex(engine.admins, spec);
-        const shared = opts.shareIndex ? this.#sharedIndex : null;
-        writeAdmin(engine.admins, label, made.dir, spec, shared);
+        writeAdmin(engine.admins, label, made.dir, this.#adminSpec(engine, label));
       }
       out.mkdir(label, 0o755);
       // A marker written after the copy: its ctime is the fork's ready time on

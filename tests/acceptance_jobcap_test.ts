@@ -345,6 +345,31 @@ Deno.test({
 
 Deno.test({
   name:
+    "a shell branch's nested split from a subdirectory: its join consumer applies $SPLIT_DIR's patch in the branch's view",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n", "sub/x.txt": "x\n" });
+  const r = await w.split([
+    "-n",
+    "-b",
+    `s=cd sub && "$M" split -n ::: n fixture sh -c 'echo nested > n.txt' ` +
+    `| "$M" join -- sh -c 'cat >/dev/null; cd .. && git apply "$SPLIT_DIR/n/diff.patch"' ` +
+    `> ../join.out 2>&1; echo "rc=$?" >> ../join.out`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  assert.equal(m.branches[0]?.view, "project");
+  const patch = Deno.readTextFileSync(`${m.out}/s/diff.patch`);
+  assert.equal(added(patch, "join.out"), "rc=0", patch);
+  // The nested branch ran in sub/ of the shell branch's fork; its patch was applied there.
+  assert.equal(added(patch, "sub/n.txt"), "nested");
+  const child = (await allSplits(w)).find((s) => s.id !== m.id);
+  assert.equal(child?.cwd, "sub");
+  assert.equal(child?.state, "joined");
+});
+
+Deno.test({
+  name:
     "links: the entry case runs the image's own program once; image tools stay local; other names refuse",
   permissions,
 }, async () => {
@@ -395,7 +420,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "a shell branch's fork shares the split's index by hard link; a Kit branch's has its own",
+  name: "a shell branch's fork and a Kit branch's each have their own index (none is shared)",
   permissions,
 }, async () => {
   await using w = await World.create();
@@ -403,8 +428,9 @@ Deno.test({
   assert.equal(r.code, 0, show(r));
   const m = await w.manifest(handleId(r.stdout));
   const admin = `${m.dir}/.admin`;
-  const ino = (p: string) => Deno.statSync(p).ino;
-  assert.equal(ino(`${admin}/s/index`), ino(`${admin}/.index`));
-  assert.notEqual(ino(`${admin}/k/index`), ino(`${admin}/.index`));
-  assert.deepEqual(Deno.readFileSync(`${admin}/k/index`), Deno.readFileSync(`${admin}/.index`));
+  const st = (p: string) => Deno.statSync(p);
+  assert.notEqual(st(`${admin}/s/index`).ino, st(`${admin}/k/index`).ino);
+  for (const label of ["s", "k"]) assert.equal(st(`${admin}/${label}/index`).nlink, 1);
+  assert.deepEqual(Deno.readFileSync(`${admin}/k/index`), Deno.readFileSync(`${admin}/s/index`));
+  assert.deepEqual([...Deno.readDirSync(admin)].map((e) => e.name).sort(), ["k", "s"]);
 });

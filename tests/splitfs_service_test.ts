@@ -220,28 +220,28 @@ async function rendered(
 }
 
 Deno.test(
-  { name: "service: a fork request's shareIndex links the split's index", permissions: perms },
+  { name: "service: every fork has its own index; nothing of it is shared", permissions: perms },
   async () => {
     using sb = sandbox("marsh-service-");
     await gitProject(sb, { "top.txt": "t\n" });
     await using svc = SplitfsService.start();
     const c = await created(svc, "si", sb.root, { HOME: sb.home });
-    const shared = `${c.dir}/.admin/.index`;
-    const ino = (label: string) => Deno.lstatSync(`${c.dir}/.admin/${label}/index`).ino;
-    await svc.request<ForkedReply>({ v: 1, t: "fork", id: "si", label: "a", shareIndex: true });
-    await svc.request<ForkedReply>({ v: 1, t: "fork", id: "si", label: "b", shareIndex: false });
-    await forked(svc, "si", "c");
-    assert.equal(Deno.lstatSync(shared).mode! & 0o777, 0o444);
-    assert.equal(ino("a"), Deno.lstatSync(shared).ino);
-    assert.notEqual(ino("b"), Deno.lstatSync(shared).ino);
-    assert.notEqual(ino("c"), Deno.lstatSync(shared).ino);
-    await assert.rejects(
-      svc.request(
-        { v: 1, t: "fork", id: "si", label: "d", shareIndex: "yes" } as unknown as Parameters<
-          typeof svc.request
-        >[0],
-      ),
-      failsWith("input", /shareIndex must be a boolean/),
+    const st = (label: string) => Deno.lstatSync(`${c.dir}/.admin/${label}/index`);
+    // A request that still says shareIndex gets a private copy too.
+    await svc.request<ForkedReply>(
+      { v: 1, t: "fork", id: "si", label: "a", shareIndex: true } as unknown as Parameters<
+        typeof svc.request
+      >[0],
+    );
+    await forked(svc, "si", "b");
+    assert.notEqual(st("a").ino, st("b").ino);
+    for (const label of ["a", "b"]) {
+      assert.equal(st(label).nlink, 1);
+      assert.equal(st(label).mode! & 0o777, 0o644);
+    }
+    assert.deepEqual(
+      [...Deno.readDirSync(`${c.dir}/.admin`)].map((e) => e.name).sort(),
+      ["a", "b"],
     );
     assert.equal(
       (await svc.request<CapturedReply>({ v: 1, t: "capture", id: "si", label: "a" })).files,

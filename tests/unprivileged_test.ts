@@ -7,9 +7,12 @@
  *
  * - `MARSH_FORKS=auto` (the default): the split-filesystem service runs in
  *   its own user and mount namespace, forks are `userns-overlay`, and the
- *   branches run inside that namespace (`nsenter`), as its uid 0.
+ *   branches run inside that namespace, as its uid 0, each in a mount
+ *   namespace of its own where its fork is at the project's path (the
+ *   project view).
  * - `MARSH_FORKS=copy`, and a daemon that finds no usable `unshare`: copy
- *   forks, branches on the host as nobody.
+ *   forks, branches on the host as nobody, from their fork's directory (the
+ *   fork view, and the manifest and status say why).
  *
  * Needs root (to switch users), `runuser` and the user `nobody`: without
  * them these tests fail, they are never skipped.
@@ -17,7 +20,7 @@
 
 import assert from "node:assert/strict";
 import type { Manifest } from "../protocol/manifest.ts";
-import { unmountBelow } from "../splitfs/_testing.ts";
+import { fingerprint, fingerprintDiff, unmountBelow } from "../splitfs/_testing.ts";
 import {
   exists,
   finish,
@@ -199,7 +202,11 @@ class World implements AsyncDisposable {
   }
 
   async status(): Promise<
-    { daemon: { pid: number } | null; forks?: { strategy: string; reason: string } }
+    {
+      daemon: { pid: number } | null;
+      forks?: { strategy: string; reason: string };
+      view?: { view: string; reason: string };
+    }
   > {
     const r = await this.marsh(["status", "--json"]);
     assert.equal(r.code, 0, show(r));
@@ -380,9 +387,9 @@ Deno.test({
   assert.deepEqual(await mountsOf(svc.pid, w.project), [], "the cancelled split left no mount");
 
   // A split to keep: k writes; c proves it runs in the namespace, on the
-  // mounted fork (uid 0 there, its parent the supervisor: nsenter execs),
-  // and that unmounting its own fork does not break capture: a plain
-  // umount is refused (splitfs holds the fork root), a lazy one detaches it.
+  // mounted fork at the project's path (uid 0 there, its parent the
+  // supervisor), and that it cannot unmount its view: CAP_SYS_ADMIN left
+  // its bounding set (before the project view, a lazy umount detached it).
   const umount = [
     "echo z > u.txt",
     "F=$PWD",
@@ -400,11 +407,22 @@ Deno.test({
     ["k", "exited 0", "userns-overlay"],
     ["c", "exited 0", "userns-overlay"],
   ]);
-  assert.equal(w.out(kept, "c", "stdout"), "0 perl\ndetached\nbare mount point\n");
+  assert.equal(w.out(kept, "c", "stdout"), "0 perl\n");
+  for (const b of kept.branches) {
+    assert.equal(b.view, "project", b.label);
+    assert.match(
+      b.view_reason ?? "",
+      /^not root: each shell branch sees its fork at the project's path/,
+    );
+  }
   assert.match(w.out(kept, "c", "diff.patch"), /^\+\+\+ b\/u\.txt\n@@ -0,0 \+1 @@\n\+z$/m);
   assert.match(w.out(kept, "k", "diff.patch"), /^\+\+\+ b\/k\.txt\n@@ -0,0 \+1 @@\n\+k$/m);
-  // The mounts are the service's, in its namespace only; c's is gone.
-  assert.deepEqual(await mountsOf(svc.pid, kept.dir), [`${kept.dir}/base`, `${kept.dir}/k`]);
+  // The mounts are the service's, in its namespace only.
+  assert.deepEqual(await mountsOf(svc.pid, kept.dir), [
+    `${kept.dir}/base`,
+    `${kept.dir}/c`,
+    `${kept.dir}/k`,
+  ]);
   assert.deepEqual(await mountsOf("self", w.base), []);
   const keep = await w.marsh(["join", "--keep", "--", "true"], { stdin: split.stdout });
   assert.equal(keep.code, 0, show(keep));
@@ -476,6 +494,57 @@ Deno.test({
   assert.equal(status.forks?.strategy, "copy");
   assert.equal(status.forks.reason, "copy forks were asked for (MARSH_FORKS=copy)");
   assert.deepEqual(await mountsOf((await w.service()).pid, w.base), []);
+  // No namespace to be had: the branches ran from their fork's directory, and both say so.
+  const why =
+    /^not root, and the split-filesystem service has no user namespace \(MARSH_FORKS=copy\): shell branches run in their fork's directory/;
+  assert.equal(status.view?.view, "fork");
+  assert.match(status.view.reason, why);
+  for (const b of m.branches) {
+    assert.equal(b.view, "fork", b.label);
+    assert.match(b.view_reason ?? "", why);
+  }
+  const text = await w.marsh(["status"]);
+  assert.match(text.stdout, /^shell branches: fork view \(not root, and the split-filesystem/m);
+});
+
+Deno.test({
+  name:
+    "unprivileged: a branch sees its fork at the project's path; absolute paths, ../.. and the layers are out of reach",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  // A first split leaves the layers the second one's branch goes for.
+  const first = await w.marsh(["split", "-n", "-b", "x=true"]);
+  assert.equal(first.code, 0, show(first));
+  assert.equal((await w.marsh(["join"], { stdin: first.stdout })).code, 0);
+  const root = w.project;
+  const project = fingerprint(root, { skip: (rel) => rel === ".marsh" });
+  const layers = fingerprint(`${root}/.marsh/layers`);
+  assert.ok(layers.size > 0);
+  const attack = [
+    `echo abs >> ${root}/f.txt`,
+    "test -e ../../../../g.txt && echo up >> ../../../../g.txt",
+    `for f in ${root}/.marsh/layers/*/data/f.txt ../../../layers/*/data/f.txt; do ` +
+    `echo BACKDOOR >> "$f" 2>/dev/null && echo "wrote $f"; done`,
+    `touch ${w.home}/x 2>/dev/null && echo "wrote the control dir"`,
+    `umount -l ${root} 2>/dev/null && echo "unmounted the fork"`,
+    'echo "$(id -u) $PWD"',
+    "git status --porcelain",
+  ].join("; ");
+  const split = await w.marsh(["split", "-b", `a=${attack}`]);
+  assert.equal(split.code, 0, show(split));
+  const m = await w.manifest(handleId(split.stdout));
+  assert.deepEqual(
+    fingerprintDiff(project, fingerprint(root, { skip: (rel) => rel === ".marsh" })),
+    [],
+  );
+  assert.deepEqual(fingerprintDiff(layers, fingerprint(`${root}/.marsh/layers`)), []);
+  assert.equal(w.out(m, "a", "stdout"), `0 ${root}\n M f.txt\n`, w.out(m, "a", "stderr"));
+  assert.match(w.out(m, "a", "diff.patch"), /^\+abs$/m);
+  assert.equal(m.branches[0]?.view, "project");
+  assert.equal((await w.status()).view?.view, "project");
+  const rm = await w.marsh(["join", "--", "true"], { stdin: split.stdout });
+  assert.equal(rm.code, 0, show(rm));
 });
 
 /** A PATH dir with every program of `/usr/bin` but `unshare`, plus `extra`. */

@@ -314,3 +314,24 @@ async function waitForNamespace(pid: number): Promise<void> {
   }
   throw new Error(`process ${pid} never entered its own user namespace`);
 }
+
+Deno.test({
+  name: "the view of a project without Git: the fork at the root, .marsh with the split dirs only",
+  permissions: perms,
+}, async () => {
+  using sb = deepSandbox();
+  put(sb.root, "a.txt", "a\n");
+  using ws = SplitWorkspace.create({ id: "s1", root: sb.root, env: { HOME: sb.home } });
+  ws.fork("a");
+  const r = await runInView(
+    sb,
+    ws,
+    "a",
+    `echo abs >> ${sb.root}/a.txt; ls -A .marsh; ls -A ${sb.root}/.marsh/split/s1 | tr '\\n' ' '`,
+    { view: { admin: null, objectDirs: [] } },
+  );
+  assert.equal(r.error, undefined, r.stderr);
+  assert.equal(r.stdout, "split\n.admin a base out store.git ", r.stderr);
+  assert.equal(Deno.readTextFileSync(`${sb.root}/a.txt`), "a\n");
+  assert.equal(ws.capture("a").files, 1);
+});

@@ -10,7 +10,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import type { DaemonFrame, JoinReadyReply } from "../protocol/daemon.ts";
+import type { DaemonFrame, JoinReadyReply, ReleasedReply } from "../protocol/daemon.ts";
 import { CliError } from "./cli_error.ts";
 import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./daemon_connect.ts";
 import type { CliIo, Signals } from "./io.ts";
@@ -136,10 +136,22 @@ export async function joinCommand(
     };
     if (opts.json) {
       await talk.rendering();
-      await write(manifestLine(ready));
-    } else {
-      await talk.rendering(write);
+      // The line says what the release did, so it is written after it (docs/guide.md, "marsh join").
+      await talk.send({ v: 1, t: "join.release", consumerStatus: null });
+      const released = await talk.expect(["join.released"]);
+      if (released.message) io.error(released.message);
+      await write(releasedLine(ready, released));
+      if (!open) {
+        throw new CliError(
+          released.removed
+            ? `marsh join: stdout closed before the manifest was written; split ${id} was removed`
+            : `marsh join: stdout closed before the manifest was written; split ${id} is kept (marsh splits rm ${id} removes it)`,
+          1,
+        );
+      }
+      return 0;
     }
+    await talk.rendering(write);
     if (!open) {
       // Not written, not consumed: without a release the daemon keeps the split.
       conn.close();
@@ -159,6 +171,21 @@ export async function joinCommand(
 
 function manifestLine(ready: JoinReadyReply): Uint8Array {
   return new TextEncoder().encode(`${JSON.stringify(ready.manifest)}\n`);
+}
+
+/**
+ * A bare `join --json`'s line: the manifest after the release, with
+ * `released` (`removed` or `kept`) and `reason` (why). A daemon older than
+ * the CLI sends neither manifest nor reason: the one from before the release
+ * stands in, without a reason.
+ */
+export function releasedLine(ready: JoinReadyReply, released: ReleasedReply): Uint8Array {
+  const line = {
+    ...(released.manifest ?? ready.manifest),
+    released: released.removed ? "removed" : "kept",
+    ...(released.reason !== undefined ? { reason: released.reason } : {}),
+  };
+  return new TextEncoder().encode(`${JSON.stringify(line)}\n`);
 }
 
 /** The join's frames, with the daemon's errors turned into the CLI's. */

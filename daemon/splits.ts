@@ -28,6 +28,7 @@ import { labelProblem } from "../splitfs/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
+import { consumerEnv } from "./join_env.ts";
 import { writeJoinObjects } from "./join_objects.ts";
 import { checkArgvBranches } from "./kit_names.ts";
 import type { Log } from "./log.ts";
@@ -1464,12 +1465,8 @@ export class Splits {
       const unwritten = await writeJoinObjects(this.#d, s);
       if (unwritten !== null) throw new RequestError(2, unwritten);
       const manifest = this.#manifest(s.id);
-      const env: Record<string, string> = {
-        SPLIT_ID: s.id,
-        SPLIT_DIR: manifest.out,
-        SPLIT_MANIFEST: `${manifest.out}/manifest.json`,
-      };
-      if (s.depth === 1) env.SPLIT_OBJECTS = manifest.objects;
+      const creator = s.parent ? journal.getBranch(s.parent.split, s.parent.label) : null;
+      const env = consumerEnv(s, manifest, creator);
       await conn.send({ v: 1, t: "join.ready", manifest, env });
       const branches = journal.branches(s.id);
       await splitfs.request({
@@ -1516,7 +1513,13 @@ export class Splits {
           journal.updateSplit(s.id, { identity: null });
           journal.revokeCapabilitiesOfSplit(s.id);
           removeAttemptsOf(this.#d.home, s.id, branches, this.#d.log);
-          await conn.send({ v: 1, t: "join.released", removed: true });
+          await conn.send({
+            v: 1,
+            t: "join.released",
+            removed: true,
+            reason: req.consumer ? "the consumer exited 0" : "every branch exited 0",
+            manifest: this.#manifest(s.id),
+          });
           this.#live.delete(s.id);
           return;
         } catch (error) {
@@ -1530,6 +1533,8 @@ export class Splits {
         v: 1,
         t: "join.released",
         removed: false,
+        reason,
+        manifest: this.#manifest(s.id),
         message: `split ${s.id} kept: ${reason}; remove it with: marsh splits rm ${s.id}`,
       });
     } catch (error) {

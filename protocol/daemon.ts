@@ -224,6 +224,14 @@ export interface ReleasedReply {
   readonly v: 1;
   readonly t: "join.released";
   readonly removed: boolean;
+  /**
+   * Why it was removed (`every branch exited 0`, `the consumer exited 0`) or
+   * kept. Absent from a daemon older than the CLI, as is `manifest`.
+   */
+  readonly reason?: string;
+  /** The split's manifest after the release (`state` `joined` or `kept`). */
+  readonly manifest?: Manifest;
+  /** For the caller's stderr: `split ID kept: REASON; remove it with: ...` when kept. */
   readonly message?: string;
 }
 
@@ -585,6 +593,11 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     throw new DaemonProtocolError(`malformed ${x.t} frame: manifest`);
   }
   if (x.t === "chunk") str(x, "data", MAX_DAEMON_FRAME);
+  if (
+    x.t === "join.released" &&
+    (typeof x.removed !== "boolean" || !(x.reason === undefined || typeof x.reason === "string") ||
+      !(x.manifest === undefined || isObject(x.manifest)))
+  ) throw new DaemonProtocolError("malformed join.released frame: removed, reason, manifest");
   if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
     throw new DaemonProtocolError("malformed kits frame: kits");
   }

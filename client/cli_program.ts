@@ -130,14 +130,18 @@ Reads the handle line that \`marsh split\` printed from stdin. Without CMD the
 rendering (each branch's status and patch; a branch's stdout and stderr are
 in $SPLIT_DIR/<label>/) goes to stdout and the split is removed if every
 branch succeeded and --keep is not given, else kept (the message says why). With \`-- CMD\`, CMD runs even if branches failed,
-with the rendering on its stdin and SPLIT_ID, SPLIT_DIR, SPLIT_MANIFEST and
-SPLIT_OBJECTS set; the split is removed when CMD exits 0, else kept, and join
-exits with CMD's status (127 when CMD cannot be started).
+with the rendering on its stdin and SPLIT_ID, SPLIT_DIR, SPLIT_MANIFEST,
+SPLIT_ROOT and SPLIT_OBJECTS set; the split is removed when CMD exits 0, else
+kept, and join exits with CMD's status (127 when CMD cannot be started). CMD
+runs in the current directory: apply from $SPLIT_ROOT, the project's top, as
+git apply in a subdirectory skips (and exits 0) the changes outside it.
+A bare --json line says "released" ("removed" or "kept") and "reason".
 
 Examples:
   marsh split -b a='make test' | marsh join
-  marsh split -b a='./fix.sh' | marsh join --json | jq .branches
-  marsh split -b a='./fix.sh' | marsh join -- sh -c 'git apply --3way "$SPLIT_DIR/a/diff.patch"'
+  marsh split -b a='./fix.sh' | marsh join --json | jq .released,.branches
+  marsh split -b a='./fix.sh' | marsh join -- sh -c 'cd "\${SPLIT_ROOT:?}" &&
+    git apply --3way "$SPLIT_DIR/a/diff.patch"'
 `;
 
 const SPLITS_HELP = `

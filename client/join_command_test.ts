@@ -138,7 +138,11 @@ Deno.test(
   },
 );
 
-Deno.test({ name: "join --json --keep prints the manifest", permissions }, async () => {
+// Issue 11 §3: the line is the manifest after the release, saying what it did (was: before it).
+Deno.test({
+  name: "join --json --keep prints the released manifest with released and reason",
+  permissions,
+}, async () => {
   await using home = await tempHome();
   await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
   const run = spawnMarsh(["join", "--json", "--keep"], {
@@ -151,10 +155,40 @@ Deno.test({ name: "join --json --keep prints the manifest", permissions }, async
   assert.equal(join.consumer, false);
   await render(conn);
   assert.equal((await conn.expect("join.release")).consumerStatus, null);
-  await conn.send({ v: 1, t: "join.released", removed: false });
+  const after = { ...manifest("S1"), state: "kept" as const, reason: "--keep was given" };
+  await conn.send({
+    v: 1,
+    t: "join.released",
+    removed: false,
+    reason: "--keep was given",
+    manifest: after,
+    message: "split S1 kept: --keep was given; remove it with: marsh splits rm S1",
+  });
   const r = await run.done;
   assert.equal(r.code, 0, r.stderr);
-  assert.equal(r.text, `${JSON.stringify(manifest("S1"))}\n`);
+  assert.deepEqual(JSON.parse(r.text), { ...after, released: "kept" });
+  assert.match(r.text, /^\{[^\n]*\}\n$/, "one line");
+  assert.equal(
+    r.stderr,
+    "rendering S1\nsplit S1 kept: --keep was given; remove it with: marsh splits rm S1\n",
+  );
+});
+
+Deno.test({
+  name: "join --json against a daemon that sends no manifest or reason: released only",
+  permissions,
+}, async () => {
+  await using home = await tempHome();
+  await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+  const run = spawnMarsh(["join", "--json"], { home: home.path, stdin: enc.encode(HANDLE) });
+  const conn = await daemon.accept();
+  await conn.expect("split.join");
+  await render(conn);
+  await conn.expect("join.release");
+  await conn.send({ v: 1, t: "join.released", removed: true });
+  const r = await run.done;
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.text), { ...manifest("S1"), released: "removed" });
 });
 
 Deno.test({

@@ -20,6 +20,8 @@ const BRANCH = String.raw`sed -i 's/^5$/five/' a.txt; printf 'new\n' > new.txt; 
 
 /** docs/guide.md, "Applying a branch's patch", word for word (with the CLI as `$M`). */
 const RECIPE = String.raw`"$M" split -b fix='${BRANCH}' | "$M" join -- sh -c '
+  cd "${"$"}{SPLIT_ROOT:?}" &&
+  git apply --3way --check "$SPLIT_DIR/fix/diff.patch" &&
   GIT_ALTERNATE_OBJECT_DIRECTORIES="$SPLIT_OBJECTS" git apply --3way "$SPLIT_DIR/fix/diff.patch"'`;
 
 /** Git must find every object the index and HEAD name, and be able to save and commit them. */

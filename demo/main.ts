@@ -4,12 +4,14 @@
  * so yours is untouched), and runs
  *
  * ```sh
- * marsh split -b edit=... -b logo=... -b lint=... | marsh join -- ../apply-edit.sh
+ * cd src && marsh split -b edit=... -b logo=... -b lint=... | marsh join -- ../../apply-edit.sh
  * ```
  *
- * where one branch edits a text file, one adds a binary file and one fails
- * (`exit 3`), and the consumer applies only the text edit with
- * `git apply --3way`. Then it prints what happened, checks it (the project's
+ * from the project's `src/`, where one branch edits a file there and the
+ * README at the top, one adds a binary file and one fails (`exit 3`), and
+ * the consumer applies only the edit with `git apply --3way`, from the
+ * project's top (`$SPLIT_ROOT`: in `src/` git would skip the README and exit
+ * 0, docs/guide.md "Applying a branch's patch"). Then it prints what happened, checks it (the project's
  * Git still whole once the split is gone: `git fsck`, `git stash`,
  * `git commit`), stops the daemon and removes the temporary directory. Exit status 0 when everything
  * happened as expected, 1 otherwise.
@@ -118,6 +120,8 @@ function childEnv(tmp: string, home: string): Record<string, string> {
   };
 }
 
+const README = "# Demo\n\nA tiny project.\n";
+
 const GREET = `export function greet(name: string): string {
   return "Hello, " + name;
 }
@@ -128,33 +132,39 @@ const GREET_EDITED = `export function greet(name: string): string {
 }
 `;
 
-/** The pipeline the demo runs, as a user would type it (bash, for PIPESTATUS). */
+/** The pipeline the demo runs in the project's src/, as a user would type it (bash, for PIPESTATUS). */
 const PIPELINE = `set -o pipefail
 marsh split \\
-    -b edit='sed -i "s/Hello, /Hi, /" src/greet.ts' \\
+    -b edit='sed -i "s/Hello, /Hi, /" greet.ts && echo "It says hi." >> ../README.md' \\
     -b logo='printf "\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR\\0\\0\\0\\20" > logo.png' \\
     -b lint='echo "lint: 2 problems in src/greet.ts" >&2; exit 3' \\
-  | tee ../handle.txt \\
-  | marsh join -- ../apply-edit.sh
-echo "\${PIPESTATUS[0]} \${PIPESTATUS[2]}" > ../statuses.txt
+  | tee ../../handle.txt \\
+  | marsh join -- ../../apply-edit.sh
+echo "\${PIPESTATUS[0]} \${PIPESTATUS[2]}" > ../../statuses.txt
 `;
 
-/** The consumer: `marsh join` runs it with the rendering on stdin and SPLIT_* set. */
+/**
+ * The consumer: `marsh join` runs it in the caller's directory (src/) with
+ * the rendering on stdin and SPLIT_* set; it applies from $SPLIT_ROOT.
+ */
 const CONSUMER = `#!/bin/sh
 set -eu
-cat > ../rendering.txt
+cat > ../../rendering.txt
 echo "SPLIT_ID=$SPLIT_ID"
 echo "SPLIT_DIR=$SPLIT_DIR"
+echo "SPLIT_ROOT=$SPLIT_ROOT (run from $PWD)"
 echo "out/:" $(ls "$SPLIT_DIR")
 echo "out/edit/:" $(ls "$SPLIT_DIR/edit")
 echo "lint said: $(cat "$SPLIT_DIR/lint/stderr")"
-echo "applying $SPLIT_DIR/edit/diff.patch"
-GIT_ALTERNATE_OBJECT_DIRECTORIES="$SPLIT_OBJECTS" git apply --3way "$SPLIT_DIR/edit/diff.patch"
+cd "$SPLIT_ROOT"
+echo "applying $SPLIT_DIR/edit/diff.patch in $PWD"
+git apply --3way --check "$SPLIT_DIR/edit/diff.patch"
+git apply --3way "$SPLIT_DIR/edit/diff.patch"
 `;
 
 async function makeProject(project: string, env: Record<string, string>): Promise<void> {
   await Deno.mkdir(`${project}/src`, { recursive: true });
-  await Deno.writeTextFile(`${project}/README.md`, "# Demo\n\nA tiny project.\n");
+  await Deno.writeTextFile(`${project}/README.md`, README);
   await Deno.writeTextFile(`${project}/src/greet.ts`, GREET);
   await Deno.writeTextFile(`${project}/.gitignore`, "*.log\n");
   await must("git", ["init", "-q", "-b", "main"], { cwd: project, env });
@@ -194,12 +204,12 @@ async function demo(tmp: string): Promise<void> {
     step("Three branches, one consumer");
     await Deno.writeTextFile(`${tmp}/pipeline.sh`, PIPELINE);
     await Deno.writeTextFile(`${tmp}/apply-edit.sh`, CONSUMER, { mode: 0o755 });
-    console.log("   The pipeline, run in the project:\n");
+    console.log("   The pipeline, run in the project's src/:\n");
     show(PIPELINE.replace(/\necho "\$\{PIPESTATUS.*\n$/, "\n"), "   ");
-    console.log("\n   The consumer, ../apply-edit.sh:\n");
+    console.log("\n   The consumer, ../../apply-edit.sh:\n");
     show(CONSUMER, "   ");
     const t0 = performance.now();
-    const piped = await run("bash", [`${tmp}/pipeline.sh`], { cwd: project, env });
+    const piped = await run("bash", [`${tmp}/pipeline.sh`], { cwd: `${project}/src`, env });
     const seconds = ((performance.now() - t0) / 1000).toFixed(1);
     console.log(`\n   It ran in ${seconds} s. What the consumer printed:`);
     show(piped.stdout, "consumer | ");
@@ -219,15 +229,19 @@ async function demo(tmp: string): Promise<void> {
     }
     console.log(`   the handle (split's stdout): ${handle || "(none)"}`);
     expect(id !== "" && piped.stdout.includes(`SPLIT_ID=${id}`), "a handle naming the split");
+    expect(
+      piped.stdout.includes(`SPLIT_ROOT=${project} (run from ${project}/src)`),
+      "SPLIT_ROOT: the project's top, for a consumer run in src/",
+    );
     console.log("   each branch's status, from the rendering on the consumer's stdin:");
     const statuses = statusesOf(rendering);
     for (const [label, status] of statuses) console.log(`     ${label}: ${status}`);
-    expect(statuses.get("edit") === "exited 0 (1 file changed)", "edit: exited 0, 1 file");
+    expect(statuses.get("edit") === "exited 0 (2 files changed)", "edit: exited 0, 2 files");
     expect(statuses.get("logo") === "exited 0 (1 file changed)", "logo: exited 0, 1 file");
     expect(statuses.get("lint") === "exited 3 (no changes)", "lint: exited 3");
     const binary = rendering.split("\n").find((l) => l.startsWith("binary file changed: "));
     console.log(`   the binary file, as the rendering summarises it:\n     ${binary ?? "(none)"}`);
-    expect(binary?.startsWith("binary file changed: logo.png (") === true, "a binary summary");
+    expect(binary?.startsWith("binary file changed: src/logo.png (") === true, "a binary summary");
     console.log(`   marsh split exited ${splitStatus} (the first failed branch, lint)`);
     expect(splitStatus === 3, "split exits 3");
     console.log(`   marsh join exited ${joinStatus} (the consumer's status)`);
@@ -238,10 +252,15 @@ async function demo(tmp: string): Promise<void> {
     show(diff, "   ");
     const greet = await Deno.readTextFile(`${project}/src/greet.ts`);
     expect(greet === GREET_EDITED, "src/greet.ts edited as the edit branch did");
+    const readme = await Deno.readTextFile(`${project}/README.md`);
+    expect(readme === `${README}It says hi.\n`, "README.md (outside src/) edited too");
     const status = await must("git", ["status", "--short"], { cwd: project, env });
-    console.log("   git status --short (logo.png was not applied: the consumer chose):");
+    console.log("   git status --short (src/logo.png was not applied: the consumer chose):");
     show(status, "   ");
-    expect(status.trim() === "M  src/greet.ts", "only src/greet.ts changed in the project");
+    expect(
+      status === "M  README.md\nM  src/greet.ts\n",
+      "README.md and src/greet.ts changed in the project, nothing else",
+    );
 
     console.log("\n   The consumer exited 0, so join removed the split:");
     const listed = await run(marsh, ["splits", id], { cwd: project, env });

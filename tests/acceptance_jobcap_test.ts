@@ -434,3 +434,39 @@ Deno.test({
   assert.deepEqual(Deno.readFileSync(`${admin}/k/index`), Deno.readFileSync(`${admin}/s/index`));
   assert.deepEqual([...Deno.readDirSync(admin)].map((e) => e.name).sort(), ["k", "s"]);
 });
+
+Deno.test({
+  name:
+    "SPLIT_ROOT of nested splits: the project's path for a shell branch's, the fork's for a job's; the recipe applies there from sub/",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n", "sub/x.txt": "x\n" });
+  // Depth 3: the job (n) makes a split of its own fork and records its consumer's SPLIT_ROOT.
+  const deep = `env -i /run/marsh/bin/marsh split -n ::: d fixture true ` +
+    `| env -i /run/marsh/bin/marsh join -- sh -c "cat >/dev/null; echo \\$SPLIT_ROOT > ../job_root.txt"`;
+  const r = await w.split([
+    "-n",
+    "-b",
+    // Depth 2, from sub/ of the shell branch's fork: its consumer follows the guide's recipe.
+    `s=cd sub && "$M" split -n ::: n fixture sh -c '${deep}; echo top > ../top.txt' ` +
+    `| "$M" join -- sh -c 'cat >/dev/null; echo "$SPLIT_ROOT $PWD" > ../root.txt; ` +
+    `cd "\${SPLIT_ROOT:?}" && git apply --3way --check "$SPLIT_DIR/n/diff.patch" && ` +
+    `git apply --3way "$SPLIT_DIR/n/diff.patch"' > ../join.out 2>&1; echo "rc=$?" >> ../join.out`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  assert.equal(m.branches[0]?.view, "project");
+  const patch = Deno.readTextFileSync(`${m.out}/s/diff.patch`);
+  assert.equal(added(patch, "join.out").split("\n").at(-1), "rc=0", patch);
+  // The shell branch sees its fork at the project's path: that is its consumer's root.
+  assert.equal(added(patch, "root.txt"), `${w.sb.project} ${w.sb.project}/sub`);
+  // Applied from there: the job's changes outside sub/ arrived in the shell branch's fork.
+  assert.equal(added(patch, "top.txt"), "top");
+  const splits = await allSplits(w);
+  const child = splits.find((s) => s.depth === 2);
+  assert.equal(child?.cwd, "sub");
+  assert.equal(child?.state, "joined");
+  // The job sees its fork at the fork's own path, and that is its consumer's root.
+  assert.equal(added(patch, "job_root.txt"), `${child.dir}/n`);
+  assert.equal(splits.find((s) => s.depth === 3)?.state, "joined");
+});

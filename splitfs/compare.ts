@@ -20,7 +20,7 @@ import {
 import { RejectedError } from "./errors.ts";
 import { OldTree, type StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
-import { GIT_NAME, isGitName, readGitignore } from "./snapshot.ts";
+import { GIT_NAME, GITIGNORE, isGitName, MAX_GITIGNORE_BYTES } from "./snapshot.ts";
 
 /** Spec 000 §13: 32 MiB per file. */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
@@ -54,6 +54,14 @@ export interface CompareOptions {
   readonly nestedGit: "skip" | "reject";
   /** Rules for paths only the new tree has, or `null` to admit them all. */
   readonly newIgnore: IgnoreScope | null;
+  /**
+   * The `.gitignore` files the snapshot read in the source but left out (they
+   * ignore themselves: `.pytest_cache/.gitignore` saying `*`), by directory.
+   * The source still has them and Git reads them there, so each applies to
+   * its directory of the new tree unless the new tree has a `.gitignore` of
+   * its own there (what the branch wrote is what the source would then hold).
+   */
+  readonly prunedIgnores?: ReadonlyMap<string, Uint8Array>;
   /**
    * Restricts the comparison to these names (the root's), recursing into a
    * directory both sides have only with its own candidates. Both sides are
@@ -101,7 +109,7 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
     maxFile: opts.maxFileBytes ?? MAX_FILE_BYTES,
     maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
   };
-  const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(opts.new, "")) : null;
+  const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(ctx, opts.new, "")) : null;
   using old = opts.oldIndex ? OldTree.indexed(opts.old, opts.oldIndex) : OldTree.live(opts.old);
   yield* compareDir(ctx, old, opts.new, "", scope, opts.candidates ?? "all");
 }
@@ -159,7 +167,7 @@ function* compareDir(
     if (ok === "dir" && nk === "dir") {
       using od = oldDir.child(name);
       using nd = newDir.openDir(name);
-      const childScope = scope ? scope.enter(path, newGitignore(nd, path)) : null;
+      const childScope = scope ? scope.enter(path, newGitignore(ctx, nd, path)) : null;
       // A name listed without a subtree (not a directory where it was listed) is compared whole.
       const below = candidates === "all" ? "all" : candidates.get(name) ?? "all";
       yield* compareDir(ctx, od, nd, path, childScope, below);
@@ -178,12 +186,16 @@ function* compareDir(
 }
 
 /**
- * The new tree's `.gitignore` in `dir` (at `rel`). One over the bound is the
+ * The `.gitignore` whose rules apply in `dir` (at `rel`) of the new tree: its
+ * own, else the one the snapshot left out there. One over the bound is the
  * branch's doing, so it rejects the result rather than failing the capture.
  */
-function newGitignore(dir: Dir, rel: string): Uint8Array | null {
+function newGitignore(ctx: Ctx, dir: Dir, rel: string): Uint8Array | null {
   try {
-    return readGitignore(dir);
+    const st = dir.statAt(GITIGNORE);
+    if (st === null) return ctx.opts.prunedIgnores?.get(rel) ?? null;
+    // A symlinked or special `.gitignore` counts as absent, as in `readGitignore`.
+    return st.kind === "file" ? dir.readFile(GITIGNORE, MAX_GITIGNORE_BYTES) : null;
   } catch (error) {
     if (!(error instanceof TooLargeError)) throw error;
     const path = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
@@ -295,7 +307,7 @@ function* added(
     return;
   }
   using child = dir.openDir(name);
-  const childScope = scope ? scope.enter(path, newGitignore(child, path)) : null;
+  const childScope = scope ? scope.enter(path, newGitignore(ctx, child, path)) : null;
   for (const e of child.sortedEntries()) {
     const cpath = `${path}/${e.name}`;
     if (isGitName(e.name)) {

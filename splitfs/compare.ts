@@ -13,6 +13,7 @@ import {
   compareNames,
   ctimeAtLeast,
   type Dir,
+  type InvalidEntry,
   sameMtime,
   type Stat,
   TooLargeError,
@@ -20,6 +21,7 @@ import {
 import { RejectedError } from "./errors.ts";
 import { OldTree, type StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
+import { passInvalid } from "./non_utf8.ts";
 import { GIT_NAME, GITIGNORE, isGitName, MAX_GITIGNORE_BYTES } from "./snapshot.ts";
 
 /** Spec 000 §13: 32 MiB per file. */
@@ -134,7 +136,10 @@ function* compareDir(
   const names = new Set<string>();
   if (candidates === "all") {
     for (const name of oldDir.names()) names.add(name);
-    for (const e of newDir.entries()) names.add(e.name);
+    const listing = newDir.listing();
+    for (const e of listing.entries) names.add(e.name);
+    // Never in the old tree (a snapshot holds none): new paths, which the rules decide.
+    passOverInvalid(ctx, newDir, rel, listing.invalid, scope);
   } else {
     for (const name of candidates.keys()) names.add(name);
   }
@@ -308,7 +313,9 @@ function* added(
   }
   using child = dir.openDir(name);
   const childScope = scope ? scope.enter(path, newGitignore(ctx, child, path)) : null;
-  for (const e of child.sortedEntries()) {
+  const listing = child.listing();
+  passOverInvalid(ctx, child, path, listing.invalid, childScope);
+  for (const e of listing.entries.sort((a, b) => compareNames(a.name, b.name))) {
     const cpath = `${path}/${e.name}`;
     if (isGitName(e.name)) {
       if (ctx.opts.nestedGit === "reject") throw new RejectedError(`nested .git at ${cpath}`);
@@ -324,9 +331,35 @@ function* added(
   }
 }
 
+/**
+ * Counts the names that are not UTF-8 the rules exclude (and special files)
+ * as skipped, searching an excluded directory for a nested `.git` as
+ * {@linkcode added} does. @throws {InvalidNameError} for any other
+ */
+function passOverInvalid(
+  ctx: Ctx,
+  dir: Dir,
+  rel: string,
+  invalid: readonly InvalidEntry[],
+  scope: IgnoreScope | null,
+): void {
+  for (const e of passInvalid(dir, rel, invalid, scope)) {
+    if (e.why === "special") {
+      ctx.stats.skippedSpecial++;
+      continue;
+    }
+    ctx.stats.skippedIgnored++;
+    if (e.kind === "dir" && ctx.opts.nestedGit === "reject") {
+      using child = dir.openDirRaw(e.raw);
+      findNestedGit(child, e.shownPath);
+    }
+  }
+}
+
 /** Walks a directory that capture skips (ignored), only to find a nested `.git`. */
 function findNestedGit(dir: Dir, rel: string): void {
-  for (const e of dir.entries()) {
+  const { entries, invalid } = dir.listing();
+  for (const e of entries) {
     const path = `${rel}/${e.name}`;
     if (isGitName(e.name)) throw new RejectedError(`nested .git at ${path}`);
     const kind = e.kind ?? dir.statAt(e.name)?.kind;
@@ -334,5 +367,11 @@ function findNestedGit(dir: Dir, rel: string): void {
       using child = dir.openDir(e.name);
       findNestedGit(child, path);
     }
+  }
+  // Below an ignored directory every name is ignored, UTF-8 or not: only a `.git` matters.
+  for (const e of invalid) {
+    if ((e.kind ?? dir.statAtRaw(e.raw)?.kind) !== "dir") continue;
+    using child = dir.openDirRaw(e.raw);
+    findNestedGit(child, `${rel}/${e.shown}`);
   }
 }

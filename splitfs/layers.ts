@@ -61,6 +61,7 @@ import {
   compareNames,
   type Dir,
   type FileHandle,
+  type InvalidEntry,
   type Stat,
   SymlinkRefusedError,
   WrongKindError,
@@ -113,6 +114,7 @@ import {
 } from "./layer_seal.ts";
 import { LAYERS_DIR, TRASH_DIR } from "./layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
+import { passInvalid } from "./non_utf8.ts";
 import type { StatIndex } from "./old_tree.ts";
 import {
   COPY_ATTEMPTS,
@@ -1131,10 +1133,15 @@ interface DirResult {
   readonly tree: Uint8Array | null;
 }
 
-/** The names of a directory that may be admitted, in name order. */
-function listNames(ctx: Ctx, src: Dir, rel: string): string[] {
+/**
+ * The names of a directory that may be admitted, in name order; those that
+ * are not UTF-8 go to `invalid`, for the rules to pass over or refuse.
+ */
+function listNames(ctx: Ctx, src: Dir, rel: string, invalid: InvalidEntry[]): string[] {
   const names: string[] = [];
-  for (const e of src.entries()) {
+  const listing = src.listing();
+  invalid.push(...listing.invalid);
+  for (const e of listing.entries) {
     if (rel === "" && ctx.skipTop.has(e.name)) continue;
     if (isGitName(e.name)) {
       ctx.stats.prunedGit++;
@@ -1190,7 +1197,8 @@ function walkDir(
 ): DirResult {
   let evalAll = prev === null || ctx.evalAll || parentEvalAll;
   // An unchanged directory stat means an unchanged set of names: no listing needed.
-  let listed = canSkip && !evalAll ? null : listNames(ctx, src, rel);
+  const invalid: InvalidEntry[] = [];
+  let listed = canSkip && !evalAll ? null : listNames(ctx, src, rel, invalid);
   let gitignore: Uint8Array | null = null;
   let gitignoreBytes: Uint8Array | null | undefined;
   if (scope) {
@@ -1201,7 +1209,13 @@ function walkDir(
     if (!sameOid(gi.oid, prev?.gitignore ?? null)) {
       // This directory's rules changed: every entry below is tested again.
       evalAll = true;
-      listed ??= listNames(ctx, src, rel);
+      listed ??= listNames(ctx, src, rel, invalid);
+    }
+  }
+  if (invalid.length > 0) {
+    for (const e of passInvalid(src, rel, invalid, scope?.get() ?? null)) {
+      if (e.why === "ignored") ctx.stats.prunedIgnored++;
+      else ctx.stats.prunedSpecial++;
     }
   }
   const w: WalkDirState = { ctx, src, rel, prev, scope, out, evalAll, treeDirty: prev === null };

@@ -13,10 +13,18 @@
  * @module
  */
 
-import { type CopyStrategy, type Dir, sameMtime, type Stat, withPerm } from "./dir.ts";
+import {
+  compareNames,
+  type CopyStrategy,
+  type Dir,
+  sameMtime,
+  type Stat,
+  withPerm,
+} from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
 import type { StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
+import { passInvalid } from "./non_utf8.ts";
 
 /** The name Git uses for its metadata; pruned at every depth. */
 export const GIT_NAME = ".git";
@@ -129,7 +137,12 @@ function copyDir(
 ): void {
   const here = new Map<string, Stat>();
   opts.index?.set(rel, here);
-  for (const entry of src.sortedEntries()) {
+  const { entries, invalid } = src.listing();
+  for (const e of passInvalid(src, rel, invalid, scope)) {
+    if (e.why === "ignored") stats.prunedIgnored++;
+    else stats.prunedSpecial++;
+  }
+  for (const entry of entries.sort((a, b) => compareNames(a.name, b.name))) {
     const name = entry.name;
     const path = rel === "" ? name : `${rel}/${name}`;
     if (rel === "" && opts.skipTop.has(name)) continue;

@@ -858,9 +858,12 @@ export class SplitWorkspace implements Disposable {
       );
     } catch (error) {
       const refused = error instanceof InvalidNameError
-        ? new RejectedError(`file name is not valid UTF-8: ${this.#shown(error, label)}`, {
-          cause: error,
-        })
+        ? new RejectedError(
+          `file name is not valid UTF-8: ${this.#shown(error, label)}${
+            error.fix ? `; ${error.fix}` : ""
+          }`,
+          { cause: error },
+        )
         : error;
       if (rejected === null) throw refused;
       setAsideForkGit(git, rejected);

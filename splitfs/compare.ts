@@ -13,6 +13,7 @@ import {
   compareNames,
   ctimeAtLeast,
   type Dir,
+  type InvalidEntry,
   sameMtime,
   type Stat,
   TooLargeError,
@@ -20,7 +21,8 @@ import {
 import { RejectedError } from "./errors.ts";
 import { OldTree, type StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
-import { GIT_NAME, isGitName, readGitignore } from "./snapshot.ts";
+import { passInvalid } from "./non_utf8.ts";
+import { GIT_NAME, GITIGNORE, isGitName, MAX_GITIGNORE_BYTES } from "./snapshot.ts";
 
 /** Spec 000 §13: 32 MiB per file. */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
@@ -54,6 +56,14 @@ export interface CompareOptions {
   readonly nestedGit: "skip" | "reject";
   /** Rules for paths only the new tree has, or `null` to admit them all. */
   readonly newIgnore: IgnoreScope | null;
+  /**
+   * The `.gitignore` files the snapshot read in the source but left out (they
+   * ignore themselves: `.pytest_cache/.gitignore` saying `*`), by directory.
+   * The source still has them and Git reads them there, so each applies to
+   * its directory of the new tree unless the new tree has a `.gitignore` of
+   * its own there (what the branch wrote is what the source would then hold).
+   */
+  readonly prunedIgnores?: ReadonlyMap<string, Uint8Array>;
   /**
    * Restricts the comparison to these names (the root's), recursing into a
    * directory both sides have only with its own candidates. Both sides are
@@ -101,7 +111,7 @@ export function* compareTrees(opts: CompareOptions, stats?: CompareStats): Gener
     maxFile: opts.maxFileBytes ?? MAX_FILE_BYTES,
     maxTotal: opts.maxChangedBytes ?? MAX_CHANGED_BYTES,
   };
-  const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(opts.new, "")) : null;
+  const scope = opts.newIgnore ? opts.newIgnore.enter("", newGitignore(ctx, opts.new, "")) : null;
   using old = opts.oldIndex ? OldTree.indexed(opts.old, opts.oldIndex) : OldTree.live(opts.old);
   yield* compareDir(ctx, old, opts.new, "", scope, opts.candidates ?? "all");
 }
@@ -126,7 +136,10 @@ function* compareDir(
   const names = new Set<string>();
   if (candidates === "all") {
     for (const name of oldDir.names()) names.add(name);
-    for (const e of newDir.entries()) names.add(e.name);
+    const listing = newDir.listing();
+    for (const e of listing.entries) names.add(e.name);
+    // Never in the old tree (a snapshot holds none): new paths, which the rules decide.
+    passOverInvalid(ctx, newDir, rel, listing.invalid, scope);
   } else {
     for (const name of candidates.keys()) names.add(name);
   }
@@ -159,7 +172,7 @@ function* compareDir(
     if (ok === "dir" && nk === "dir") {
       using od = oldDir.child(name);
       using nd = newDir.openDir(name);
-      const childScope = scope ? scope.enter(path, newGitignore(nd, path)) : null;
+      const childScope = scope ? scope.enter(path, newGitignore(ctx, nd, path)) : null;
       // A name listed without a subtree (not a directory where it was listed) is compared whole.
       const below = candidates === "all" ? "all" : candidates.get(name) ?? "all";
       yield* compareDir(ctx, od, nd, path, childScope, below);
@@ -178,12 +191,16 @@ function* compareDir(
 }
 
 /**
- * The new tree's `.gitignore` in `dir` (at `rel`). One over the bound is the
+ * The `.gitignore` whose rules apply in `dir` (at `rel`) of the new tree: its
+ * own, else the one the snapshot left out there. One over the bound is the
  * branch's doing, so it rejects the result rather than failing the capture.
  */
-function newGitignore(dir: Dir, rel: string): Uint8Array | null {
+function newGitignore(ctx: Ctx, dir: Dir, rel: string): Uint8Array | null {
   try {
-    return readGitignore(dir);
+    const st = dir.statAt(GITIGNORE);
+    if (st === null) return ctx.opts.prunedIgnores?.get(rel) ?? null;
+    // A symlinked or special `.gitignore` counts as absent, as in `readGitignore`.
+    return st.kind === "file" ? dir.readFile(GITIGNORE, MAX_GITIGNORE_BYTES) : null;
   } catch (error) {
     if (!(error instanceof TooLargeError)) throw error;
     const path = rel === "" ? ".gitignore" : `${rel}/.gitignore`;
@@ -295,8 +312,10 @@ function* added(
     return;
   }
   using child = dir.openDir(name);
-  const childScope = scope ? scope.enter(path, newGitignore(child, path)) : null;
-  for (const e of child.sortedEntries()) {
+  const childScope = scope ? scope.enter(path, newGitignore(ctx, child, path)) : null;
+  const listing = child.listing();
+  passOverInvalid(ctx, child, path, listing.invalid, childScope);
+  for (const e of listing.entries.sort((a, b) => compareNames(a.name, b.name))) {
     const cpath = `${path}/${e.name}`;
     if (isGitName(e.name)) {
       if (ctx.opts.nestedGit === "reject") throw new RejectedError(`nested .git at ${cpath}`);
@@ -312,9 +331,35 @@ function* added(
   }
 }
 
+/**
+ * Counts the names that are not UTF-8 the rules exclude (and special files)
+ * as skipped, searching an excluded directory for a nested `.git` as
+ * {@linkcode added} does. @throws {InvalidNameError} for any other
+ */
+function passOverInvalid(
+  ctx: Ctx,
+  dir: Dir,
+  rel: string,
+  invalid: readonly InvalidEntry[],
+  scope: IgnoreScope | null,
+): void {
+  for (const e of passInvalid(dir, rel, invalid, scope)) {
+    if (e.why === "special") {
+      ctx.stats.skippedSpecial++;
+      continue;
+    }
+    ctx.stats.skippedIgnored++;
+    if (e.kind === "dir" && ctx.opts.nestedGit === "reject") {
+      using child = dir.openDirRaw(e.raw);
+      findNestedGit(child, e.shownPath);
+    }
+  }
+}
+
 /** Walks a directory that capture skips (ignored), only to find a nested `.git`. */
 function findNestedGit(dir: Dir, rel: string): void {
-  for (const e of dir.entries()) {
+  const { entries, invalid } = dir.listing();
+  for (const e of entries) {
     const path = `${rel}/${e.name}`;
     if (isGitName(e.name)) throw new RejectedError(`nested .git at ${path}`);
     const kind = e.kind ?? dir.statAt(e.name)?.kind;
@@ -322,5 +367,11 @@ function findNestedGit(dir: Dir, rel: string): void {
       using child = dir.openDir(e.name);
       findNestedGit(child, path);
     }
+  }
+  // Below an ignored directory every name is ignored, UTF-8 or not: only a `.git` matters.
+  for (const e of invalid) {
+    if ((e.kind ?? dir.statAtRaw(e.raw)?.kind) !== "dir") continue;
+    using child = dir.openDirRaw(e.raw);
+    findNestedGit(child, `${rel}/${e.shown}`);
   }
 }

@@ -151,9 +151,27 @@ export class TooLargeError extends Error {
 /** A file name that is not UTF-8: marsh cannot carry it in a path, a patch or a message. */
 export class InvalidNameError extends Error {
   override name = "InvalidNameError";
-  constructor(readonly dir: string, readonly shown: string, options?: ErrorOptions) {
-    super(`file name is not valid UTF-8 in ${dir}: "${shown}"`, options);
+  /** What the user can do about it (`rename it, or ignore it ...`), or `null`. */
+  readonly fix: string | null;
+  /** `options.fix` is appended to the message. */
+  constructor(
+    readonly dir: string,
+    readonly shown: string,
+    options?: ErrorOptions & { readonly fix?: string },
+  ) {
+    const fix = options?.fix ?? null;
+    super(`file name is not valid UTF-8 in ${dir}: "${shown}"${fix ? `; ${fix}` : ""}`, options);
+    this.fix = fix;
   }
+}
+
+/** A listed name that is not UTF-8: no method taking a name as a string can reach it. */
+export interface InvalidEntry {
+  readonly raw: Uint8Array;
+  /** The name for messages: printable ASCII kept, every other byte as `\xNN`. */
+  readonly shown: string;
+  /** `undefined` when the file system reports `DT_UNKNOWN`: see {@linkcode Dir.statAtRaw}. */
+  readonly kind: EntryKind | undefined;
 }
 
 /** A raw name with printable ASCII kept and every other byte as `\xNN`. */
@@ -173,6 +191,16 @@ interface RawEntry {
 }
 
 const EMPTY_RAW = new Uint8Array(0);
+
+/** A listed name's bytes, NUL-terminated; refuses what a listing never yields. */
+function rawName(raw: Uint8Array): Uint8Array<ArrayBuffer> {
+  if (raw.length === 0 || raw.includes(0) || raw.includes(0x2f)) {
+    throw new TypeError(`invalid file name: "${showName(raw)}"`);
+  }
+  const out = new Uint8Array(raw.length + 1);
+  out.set(raw);
+  return out;
+}
 
 function rawBytes(e: RawEntry): Uint8Array {
   return e.ascii !== null ? encoder.encode(e.ascii) : e.raw;
@@ -502,16 +530,65 @@ export class Dir implements Disposable {
     return this.openDir(name);
   }
 
-  /** The names in this directory, without `.` and `..`, in no particular order. */
+  /**
+   * The names in this directory, without `.` and `..`, in no particular order.
+   *
+   * @throws {InvalidNameError} for a name that is not UTF-8 (see {@linkcode Dir.listing})
+   */
   entries(): Entry[] {
-    return this.#rawEntries().map((e) => {
-      if (e.ascii !== null) return { name: e.ascii, kind: e.kind };
-      try {
-        return { name: fatalUtf8.decode(e.raw), kind: e.kind };
-      } catch (cause) {
-        throw new InvalidNameError(this.path, showName(e.raw), { cause });
+    const { entries, invalid } = this.listing();
+    const first = invalid[0];
+    if (first) throw new InvalidNameError(this.path, first.shown);
+    return entries;
+  }
+
+  /** Like {@linkcode Dir.entries}, with the names that are not UTF-8 set apart. */
+  listing(): { entries: Entry[]; invalid: InvalidEntry[] } {
+    const entries: Entry[] = [], invalid: InvalidEntry[] = [];
+    for (const e of this.#rawEntries()) {
+      if (e.ascii !== null) {
+        entries.push({ name: e.ascii, kind: e.kind });
+        continue;
       }
-    });
+      try {
+        entries.push({ name: fatalUtf8.decode(e.raw), kind: e.kind });
+      } catch (error) {
+        if (!(error instanceof TypeError)) throw error;
+        invalid.push({ raw: e.raw, shown: showName(e.raw), kind: e.kind });
+      }
+    }
+    return { entries, invalid };
+  }
+
+  /** `fstatat(AT_SYMLINK_NOFOLLOW)` of a listed name given as bytes, or `null` when absent. */
+  statAtRaw(raw: Uint8Array): Stat | null {
+    const r = libc().statx(
+      this.fd,
+      rawName(raw),
+      AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
+      STATX_BASIC_STATS,
+      statxBuf,
+    );
+    if (r === -1) {
+      const e = errno();
+      if (e === E.ENOENT) return null;
+      throw new FsError("fstatat", join(this.path, showName(raw)), e);
+    }
+    return decodeStatx();
+  }
+
+  /**
+   * Opens a child directory named by its bytes, without following a symlink.
+   *
+   * @throws {FsError} when it cannot be opened (ELOOP for a symlink, ENOTDIR for another kind)
+   */
+  openDirRaw(raw: Uint8Array): Dir {
+    const path = join(this.path, showName(raw));
+    const fd = retryEintr(() =>
+      libc().openat(this.fd, rawName(raw), O.RDONLY | O.DIRECTORY | O.NOFOLLOW | O.CLOEXEC, 0)
+    );
+    if (fd === -1) throw new FsError("openat", path, errno());
+    return new Dir(fd, path);
   }
 
   #rawEntries(): RawEntry[] {

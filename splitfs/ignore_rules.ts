@@ -29,6 +29,7 @@
 
 import ignore from "ignore";
 import type { Ignore } from "ignore";
+import { decodeEscaped } from "./escaped_utf8.ts";
 import type { GitConfig } from "./git_config.ts";
 
 /** The ignore rules that apply inside one directory of the tree. */
@@ -82,8 +83,6 @@ interface Matcher {
   /** `source.ig`, or a rehomed copy once the source ignores an ancestor directory. */
   readonly ig: Ignore;
 }
-
-const decoder = new TextDecoder();
 
 /**
  * The tree-wide rules, and the scope above the project root: its one entry
@@ -207,7 +206,9 @@ class Scope implements IgnoreScope {
 }
 
 function newSource(ignoreCase: boolean, base: string, bytes: Uint8Array, depth = 0): Source {
-  const ig = ignore({ ignoreCase }).add(decoder.decode(bytes));
+  // Git skips a leading byte order mark; names that are not UTF-8 match byte for byte.
+  const text = decodeEscaped(bytes);
+  const ig = ignore({ ignoreCase }).add(text.startsWith("\ufeff") ? text.slice(1) : text);
   return { base, depth, ig, rehomed: [] };
 }
 

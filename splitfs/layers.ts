@@ -61,6 +61,7 @@ import {
   compareNames,
   type Dir,
   type FileHandle,
+  type InvalidEntry,
   type Stat,
   SymlinkRefusedError,
   WrongKindError,
@@ -113,9 +114,11 @@ import {
 } from "./layer_seal.ts";
 import { LAYERS_DIR, TRASH_DIR } from "./layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
+import { passInvalid } from "./non_utf8.ts";
 import type { StatIndex } from "./old_tree.ts";
 import {
   COPY_ATTEMPTS,
+  GITIGNORE,
   isGitName,
   type Progress,
   readGitignore,
@@ -179,6 +182,8 @@ export interface LayerSnapshot {
    * snapshot started a fresh chain; `null` otherwise.
    */
   readonly untrusted: string | null;
+  /** The `.gitignore` files the rules read but left out, by directory (see `takeSnapshot`). */
+  readonly prunedIgnores: ReadonlyMap<string, Uint8Array>;
 }
 
 /** One sealed layer, from its `meta.json`. */
@@ -330,16 +335,16 @@ export class LayerStore implements Disposable {
           // Nothing to write. The refreshed stats (files touched but not changed)
           // are worth keeping, in memory only: the layer's own index is sealed.
           cache.set(this.#cacheKey(prev.top.id), walk.index);
-          return new Snapshot(prev.ids, prev.top.rootId, walk.index, walk.stats, null);
+          return new Snapshot(prev.ids, prev.top.rootId, walk, null);
         }
         const meta = this.#seal(walk.layer, walk, opts.chain, prev.top, false);
-        return new Snapshot([...prev.ids, meta.id], meta.rootId, walk.index, walk.stats, null);
+        return new Snapshot([...prev.ids, meta.id], meta.rootId, walk, null);
       }
       if (walk.layer !== null) this.#layers.removeTree(walk.layer);
     }
     const walk = this.#walk(opts, null, ignoreKey, start);
     const meta = this.#seal(walk.layer as string, walk, opts.chain, null, true);
-    return new Snapshot([meta.id], meta.rootId, walk.index, walk.stats, untrusted);
+    return new Snapshot([meta.id], meta.rootId, walk, untrusted);
   }
 
   /**
@@ -780,14 +785,17 @@ export class LayerStore implements Disposable {
 
 class Snapshot implements LayerSnapshot {
   readonly #ix: LayerIndex;
+  readonly stats: SnapshotCounts;
+  readonly prunedIgnores: ReadonlyMap<string, Uint8Array>;
   constructor(
     readonly layers: readonly string[],
     readonly rootId: string,
-    ix: LayerIndex,
-    readonly stats: SnapshotCounts,
+    walk: WalkResult,
     readonly untrusted: string | null,
   ) {
-    this.#ix = ix;
+    this.#ix = walk.index;
+    this.stats = walk.stats;
+    this.prunedIgnores = walk.prunedIgnores;
   }
   get index(): StatIndex {
     return statIndexOf(this.#ix);
@@ -813,6 +821,7 @@ interface WalkResult {
   readonly rootId: string;
   readonly stats: SnapshotCounts;
   readonly written: Written;
+  readonly prunedIgnores: ReadonlyMap<string, Uint8Array>;
 }
 
 interface Counts extends SnapshotStats {
@@ -834,6 +843,8 @@ interface Ctx {
   readonly stats: Counts;
   readonly written: Written;
   readonly progress: Progress | undefined;
+  /** `.gitignore` files read but not admitted, by directory (see `takeSnapshot`). */
+  readonly prunedIgnores: Map<string, Uint8Array>;
 }
 
 /** The new layer's wrapper directory, made on the first write. */
@@ -1058,6 +1069,7 @@ function walkTree(
     stats,
     written,
     progress: opts.progress,
+    prunedIgnores: new Map(),
   };
   const rootSt = opts.source.stat();
   const rootMode = KIND_DIR * 0x10000 + rootSt.perm;
@@ -1105,6 +1117,7 @@ function walkTree(
     rootId: r.tree ? hexOf(r.tree) : EMPTY_TREE_HEX,
     stats,
     written,
+    prunedIgnores: ctx.prunedIgnores,
   };
 }
 
@@ -1120,10 +1133,15 @@ interface DirResult {
   readonly tree: Uint8Array | null;
 }
 
-/** The names of a directory that may be admitted, in name order. */
-function listNames(ctx: Ctx, src: Dir, rel: string): string[] {
+/**
+ * The names of a directory that may be admitted, in name order; those that
+ * are not UTF-8 go to `invalid`, for the rules to pass over or refuse.
+ */
+function listNames(ctx: Ctx, src: Dir, rel: string, invalid: InvalidEntry[]): string[] {
   const names: string[] = [];
-  for (const e of src.entries()) {
+  const listing = src.listing();
+  invalid.push(...listing.invalid);
+  for (const e of listing.entries) {
     if (rel === "" && ctx.skipTop.has(e.name)) continue;
     if (isGitName(e.name)) {
       ctx.stats.prunedGit++;
@@ -1179,23 +1197,50 @@ function walkDir(
 ): DirResult {
   let evalAll = prev === null || ctx.evalAll || parentEvalAll;
   // An unchanged directory stat means an unchanged set of names: no listing needed.
-  let listed = canSkip && !evalAll ? null : listNames(ctx, src, rel);
+  const invalid: InvalidEntry[] = [];
+  let listed = canSkip && !evalAll ? null : listNames(ctx, src, rel, invalid);
   let gitignore: Uint8Array | null = null;
+  let gitignoreBytes: Uint8Array | null | undefined;
   if (scope) {
     const gi = gitignoreOf(ctx, src, prev, listed);
     gitignore = gi.oid === null ? null : gi.oid.slice();
+    gitignoreBytes = gi.bytes;
     if (gi.bytes !== undefined) scope.setBytes(gi.bytes);
     if (!sameOid(gi.oid, prev?.gitignore ?? null)) {
       // This directory's rules changed: every entry below is tested again.
       evalAll = true;
-      listed ??= listNames(ctx, src, rel);
+      listed ??= listNames(ctx, src, rel, invalid);
+    }
+  }
+  if (invalid.length > 0) {
+    for (const e of passInvalid(src, rel, invalid, scope?.get() ?? null)) {
+      if (e.why === "ignored") ctx.stats.prunedIgnored++;
+      else ctx.stats.prunedSpecial++;
     }
   }
   const w: WalkDirState = { ctx, src, rel, prev, scope, out, evalAll, treeDirty: prev === null };
   const built = listed === null ? walkKnown(w, prev as IndexNode) : walkListed(w, listed);
-  if (built === null) return { node: prev as IndexNode, tree: prevTree };
-  const node = built.build(gitignore);
+  const node = built === null ? prev as IndexNode : built.build(gitignore);
+  if (gitignore !== null && !hasName(node, GITIGNORE)) {
+    // Git reads it in the source although the snapshot leaves it out (it ignores itself).
+    const bytes = gitignoreBytes !== undefined ? gitignoreBytes : readGitignore(src);
+    if (bytes !== null) ctx.prunedIgnores.set(rel, bytes);
+  }
+  if (built === null) return { node, tree: prevTree };
   return { node, tree: w.treeDirty ? treeOf(node) : prevTree };
+}
+
+/** Whether a node holds `name` (its names are in {@linkcode compareNames} order). */
+function hasName(node: IndexNode, name: string): boolean {
+  let lo = 0, hi = node.names.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const c = compareNames(node.names[mid] as string, name);
+    if (c === 0) return true;
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
 }
 
 /**

@@ -365,9 +365,13 @@ export function upperCandidates(upper: Dir, mode: OverlayMode): CandidateDir {
   return readUpper(upper, `${xattrPrefix(mode)}opaque`);
 }
 
-function readUpper(dir: Dir, opaqueKey: string): Map<string, CandidateDir | null> {
+function readUpper(dir: Dir, opaqueKey: string): CandidateDir {
   const out = new Map<string, CandidateDir | null>();
-  for (const e of dir.entries()) {
+  const { entries, invalid } = dir.listing();
+  // A name that is not UTF-8 cannot be a candidate's key: the comparison
+  // lists this whole directory instead, where the ignore rules decide on it.
+  if (invalid.length > 0) return "all";
+  for (const e of entries) {
     const kind = e.kind ?? dir.statAt(e.name)?.kind;
     if (kind !== "dir") {
       out.set(e.name, null);

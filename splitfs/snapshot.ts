@@ -13,10 +13,18 @@
  * @module
  */
 
-import { type CopyStrategy, type Dir, sameMtime, type Stat, withPerm } from "./dir.ts";
+import {
+  compareNames,
+  type CopyStrategy,
+  type Dir,
+  sameMtime,
+  type Stat,
+  withPerm,
+} from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
 import type { StatIndex } from "./old_tree.ts";
 import type { IgnoreScope } from "./ignore_rules.ts";
+import { passInvalid } from "./non_utf8.ts";
 
 /** The name Git uses for its metadata; pruned at every depth. */
 export const GIT_NAME = ".git";
@@ -69,6 +77,13 @@ export interface SnapshotOptions {
   readonly progress?: Progress;
   /** Filled with the stats of what was admitted, as the copy has them (capture's old side). */
   readonly index?: StatIndex;
+  /**
+   * Filled with the `.gitignore` files the rules read but left out of the
+   * snapshot (a `.pytest_cache/.gitignore` saying `*` ignores itself), by
+   * directory (`""` for the root): capture applies them as Git would in the
+   * source tree, which still has them.
+   */
+  readonly prunedIgnores?: Map<string, Uint8Array>;
 }
 
 const STRATEGY_RANK: Record<CopyStrategy, number> = {
@@ -77,11 +92,16 @@ const STRATEGY_RANK: Record<CopyStrategy, number> = {
   readwrite: 2,
 };
 
+/** The name of a directory's own ignore file. */
+export const GITIGNORE = ".gitignore";
+/** The largest `.gitignore` read. */
+export const MAX_GITIGNORE_BYTES = 16 * 1024 * 1024;
+
 /** Reads a directory's `.gitignore` as data; a symlinked or special one counts as absent. */
 export function readGitignore(dir: Dir): Uint8Array | null {
-  const st = dir.statAt(".gitignore");
+  const st = dir.statAt(GITIGNORE);
   if (st === null || st.kind !== "file") return null;
-  return dir.readFile(".gitignore", 16 * 1024 * 1024);
+  return dir.readFile(GITIGNORE, MAX_GITIGNORE_BYTES);
 }
 
 /**
@@ -99,8 +119,9 @@ export function takeSnapshot(opts: SnapshotOptions): SnapshotStats {
     prunedGit: 0,
     strategy: opts.strategy ?? "reflink",
   };
-  const scope = opts.ignore ? opts.ignore.enter("", readGitignore(opts.source)) : null;
-  copyDir(opts, opts.source, opts.dest, "", scope, stats);
+  const gitignore = opts.ignore ? readGitignore(opts.source) : null;
+  const scope = opts.ignore ? opts.ignore.enter("", gitignore) : null;
+  copyDir(opts, opts.source, opts.dest, "", scope, gitignore, stats);
   opts.progress?.(stats);
   return stats;
 }
@@ -111,11 +132,17 @@ function copyDir(
   dst: Dir,
   rel: string,
   scope: IgnoreScope | null,
+  gitignore: Uint8Array | null,
   stats: SnapshotStats,
 ): void {
   const here = new Map<string, Stat>();
   opts.index?.set(rel, here);
-  for (const entry of src.sortedEntries()) {
+  const { entries, invalid } = src.listing();
+  for (const e of passInvalid(src, rel, invalid, scope)) {
+    if (e.why === "ignored") stats.prunedIgnored++;
+    else stats.prunedSpecial++;
+  }
+  for (const entry of entries.sort((a, b) => compareNames(a.name, b.name))) {
     const name = entry.name;
     const path = rel === "" ? name : `${rel}/${name}`;
     if (rel === "" && opts.skipTop.has(name)) continue;
@@ -131,14 +158,16 @@ function copyDir(
     }
     if (scope?.isIgnored(path, st.kind === "dir")) {
       stats.prunedIgnored++;
+      if (name === GITIGNORE && gitignore !== null) opts.prunedIgnores?.set(rel, gitignore);
       continue;
     }
     if (st.kind === "dir") {
       dst.mkdir(name, 0o700);
       using srcChild = src.openDir(name);
       using dstChild = dst.openDir(name);
-      const childScope = scope ? scope.enter(path, readGitignore(srcChild)) : null;
-      copyDir(opts, srcChild, dstChild, path, childScope, stats);
+      const childIgnore = scope ? readGitignore(srcChild) : null;
+      const childScope = scope ? scope.enter(path, childIgnore) : null;
+      copyDir(opts, srcChild, dstChild, path, childScope, childIgnore, stats);
       // Permissions last, so a read-only source directory can still be filled.
       const perm = srcChild.stat().perm;
       dstChild.chmod(perm);

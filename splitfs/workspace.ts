@@ -238,6 +238,8 @@ interface Engine {
   readonly strategy: ForkStrategy;
   /** The base's stats as the snapshot made them: capture stats only the fork. */
   readonly baseIndex: StatIndex;
+  /** The `.gitignore` files the snapshot read but left out, by directory: capture applies them. */
+  readonly prunedIgnores: ReadonlyMap<string, Uint8Array>;
 }
 
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
@@ -386,6 +388,7 @@ export class SplitWorkspace implements Disposable {
         : { mode: null, reason: "copy forks were asked for (MARSH_FORKS=copy)" };
       let base: Dir;
       let baseIndex: StatIndex;
+      let prunedIgnores: ReadonlyMap<string, Uint8Array>;
       let snapshot: SnapshotStats;
       let layered: Layered | null = null;
       let strategy: ForkStrategy;
@@ -414,6 +417,7 @@ export class SplitWorkspace implements Disposable {
         }
         base = dir.openDir(BASE_DIR);
         baseIndex = snap.index;
+        prunedIgnores = snap.prunedIgnores;
         snapshot = snap.stats;
         layered = {
           mode: choice.mode,
@@ -431,8 +435,11 @@ export class SplitWorkspace implements Disposable {
       } else {
         base = dir.openDir(BASE_DIR);
         baseIndex = new Map();
+        const pruned = new Map<string, Uint8Array>();
+        prunedIgnores = pruned;
         snapshot = takeSnapshot({
           index: baseIndex,
+          prunedIgnores: pruned,
           source: nested?.fork ?? rootDir,
           dest: base,
           ignore: rules,
@@ -481,6 +488,7 @@ export class SplitWorkspace implements Disposable {
           snapshotMs,
           strategy,
           baseIndex,
+          prunedIgnores,
         },
       });
     } catch (error) {
@@ -842,6 +850,7 @@ export class SplitWorkspace implements Disposable {
           nestedGit: "reject",
           // The info/exclude marsh wrote, never one the branch changed.
           newIgnore: engine.ignore ? ignoreRulesOf(engine.ignore) : null,
+          prunedIgnores: engine.prunedIgnores,
         },
         out,
         engine.store,
@@ -849,9 +858,12 @@ export class SplitWorkspace implements Disposable {
       );
     } catch (error) {
       const refused = error instanceof InvalidNameError
-        ? new RejectedError(`file name is not valid UTF-8: ${this.#shown(error, label)}`, {
-          cause: error,
-        })
+        ? new RejectedError(
+          `file name is not valid UTF-8: ${this.#shown(error, label)}${
+            error.fix ? `; ${error.fix}` : ""
+          }`,
+          { cause: error },
+        )
         : error;
       if (rejected === null) throw refused;
       setAsideForkGit(git, rejected);

@@ -26,6 +26,7 @@ import {
   throwsA,
 } from "../splitfs/_testing.ts";
 import { InvalidNameError, SymlinkRefusedError } from "../splitfs/dir.ts";
+import { FIX_IGNORABLE, FIX_RENAME } from "../splitfs/non_utf8.ts";
 import { FsError } from "../splitfs/ffi.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "../splitfs/errors.ts";
 import { type CreateOptions, SplitWorkspace } from "../splitfs/workspace.ts";
@@ -463,7 +464,11 @@ for (const forks of POLICIES) {
       ...opts,
       cwd: bad.path,
     });
-    expectRejected(ws, "badname", "file name is not valid UTF-8: badname/sub/bad\\xff");
+    expectRejected(
+      ws,
+      "badname",
+      `file name is not valid UTF-8: badname/sub/bad\\xff; ${FIX_IGNORABLE}`,
+    );
     ws.fork("badref");
     await run("bash", ["-c", "printf x > $'refs/heads/\\xfe'"], {
       ...opts,
@@ -501,7 +506,10 @@ for (const forks of POLICIES) {
       () => create({ root: sb.root, env: {} }, forks),
       InvalidNameError,
     );
-    assert.equal(err.message, `file name is not valid UTF-8 in ${sb.root}/dir: "caf\\xe9.txt"`);
+    assert.equal(
+      err.message,
+      `file name is not valid UTF-8 in ${sb.root}/dir: "caf\\xe9.txt"; ${FIX_RENAME}`,
+    );
     assert.equal(exists(splitDir(sb.root)), false);
   });
 }

@@ -228,7 +228,7 @@ function printable(hex: string): string {
   const bytes = new Uint8Array(hex.length / 2);
   for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
   // deno-lint-ignore no-control-regex
-  return lossy.decode(bytes).replace(/[\x00-\x1f\x7f]/g, "?");
+  return lossy.decode(bytes).replace(/[\x00-\x1f\x7f-\x9f]/g, "?");
 }
 
 /** How the supervisor process ended. */

@@ -91,7 +91,7 @@ Deno.test({
   const splits = added(patch, "splits.out");
   assert.match(
     splits,
-    /marsh splits: refused in a Kit job: .*admits only marsh split, marsh join and marsh jobs/,
+    /marsh splits: refused in a Kit job: .*admits only marsh split, marsh join, marsh logs and marsh jobs/,
   );
   assert.match(splits, /\n2$/);
   assert.match(added(patch, "rm.out"), /refused in a Kit job.*\n2$/s);

@@ -48,6 +48,15 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+async function isDir(path: string): Promise<boolean> {
+  try {
+    return (await Deno.lstat(path)).isDirectory;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
 async function openIfExists(path: string): Promise<Deno.FsFile | null> {
   try {
     return await Deno.open(path, { read: true });
@@ -155,12 +164,15 @@ async function finished(
   d: LogsDeps,
   send: (stream: Stream, bytes: Uint8Array) => Promise<void>,
 ): Promise<void> {
-  // An uncertain branch's output (or one whose publish failed) stays with its attempt.
+  // An uncertain branch's output (or one whose publish failed, or a failed
+  // attempt's) stays with its attempt, whose files may never have been made.
   const kept = b.attempt === null ? null : `${d.home}/${ATTEMPTS_DIR}/${b.attempt}`;
+  const keptThere = kept !== null && await isDir(kept);
   const buf = new Uint8Array(PIECE);
   for (const stream of streams) {
-    const f = kept === null ? null : await openIfExists(`${kept}/${stream}`);
-    if (f !== null) {
+    const f = keptThere ? await openIfExists(`${kept}/${stream}`) : null;
+    if (keptThere) {
+      if (f === null) continue;
       try {
         for (;;) {
           const n = await f.read(buf);

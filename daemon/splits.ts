@@ -802,6 +802,8 @@ export class Splits {
       launched: (_pid, mechanism) => {
         b.running = true;
         journal.updateBranch(live.id, label, { mechanism });
+        // Stopped while it was being launched: the cancel could not be sent before.
+        if (live.stopped.has(label)) void worker.cancel(attempt, this.#d.settings.graceMs);
         const limit = b.spec.kind === "shell" ? b.spec.timeLimitS : undefined;
         if (limit === undefined) return;
         this.#controls.startLimit(live.id, label, limit, () => {
@@ -959,6 +961,7 @@ export class Splits {
         launched: (container) => {
           b.running = true;
           b.container = container;
+          if (live.stopped.has(label)) void worker.cancel(attempt, settings.graceMs);
           journal.updateJob(jobId, { container });
           log.info(
             `split ${live.id}/${label}: job ${jobId} (kit ${kit.name}) container ${container}`,

@@ -19,6 +19,7 @@ import type { BranchSpec } from "../protocol/daemon.ts";
 import { CliError, USAGE } from "./cli_error.ts";
 import type { CliIo, Signals } from "./io.ts";
 import { joinCommand } from "./join_command.ts";
+import { logsCommand } from "./logs_command.ts";
 import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./split_command.ts";
 import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
 
@@ -118,8 +119,15 @@ stdout and exits with the first nonzero branch status in declaration order
 (125 for a failed or rejected branch, 130 when cancelled, 2 when nothing
 could run). Ctrl-C cancels the split; a second Ctrl-C stops waiting.
 
+-t LABEL=SECONDS stops shell branch LABEL that long after it started (1 to
+3600): SIGINT, then SIGKILL after 10 s; it is not captured and its status is
+\`failed: time limit of N s reached\` (125). Its siblings go on. Watch a
+running branch with \`marsh logs ID LABEL -f\`; stop one with
+\`marsh splits cancel ID LABEL\`.
+
 Examples:
   git diff | marsh split -b tests='make test' -b lint='make lint' | marsh join
+  marsh split -n -b tests='make test' -t tests=600 | marsh join
   git diff | marsh split -b tests='make test' ::: review claude -p 'review this diff' | marsh join
   h=$(marsh split -n -b a='./fix.sh a' -b b='./fix.sh b')
   marsh join <<<"$h" -- ./apply.sh
@@ -149,11 +157,37 @@ Lists splits as a tree: per split its state, creation time and directory,
 then per branch its state, placement, status, changed-file count, job id and
 trust flag, and why a split was kept or cancelled.
 
+A running branch whose shell exited while processes it started still run (a
+\`setsid\` daemon, a background job) is held until they end: the listing names
+them (pid and command) under the branch, with the time its shell exited
+(\`lingering\` in --json). End them, or cancel the branch.
+
 Examples:
   marsh splits
   marsh splits --json 01J9Z
   marsh splits cancel 01J9Z
+  marsh splits cancel 01J9Z tests
   marsh splits rm 01J9Z
+`;
+
+const LOGS_HELP = `
+Prints what branch LABEL of split ID wrote: its stdout to stdout and its
+stderr to stderr. While the branch runs that is its output so far; once it
+ended, what \`out/<LABEL>/stdout\` and \`stderr\` hold. With -f, new output is
+printed as the branch writes it, and logs exits 0 when the branch has ended
+(a branch not yet started is waited for). The two streams are two files: each
+keeps its order, but their order relative to each other is not recorded, so
+\`2>&1\` shows them in the order they reached marsh, not exactly as the branch
+wrote them. Control bytes are escaped when the output is a terminal (pipe it
+to keep colours).
+
+Works for running, finished and kept splits, and for the ones you created
+only (the host sees all). Inside a shell branch or a Kit job, only the splits
+it made.
+
+Examples:
+  marsh logs 5k2m9q0d tests -f
+  marsh logs 5k2m9q0d tests --stderr | tail
 `;
 
 /** The words the option parser must not see, cut off by {@linkcode preSplit}. */
@@ -209,10 +243,16 @@ function buildProgram(
       "--with-ignored",
       "snapshot ignored files too (node_modules, .env, build caches); recorded in the manifest",
     )
+    .option(
+      "-t, --timeout <LABEL=SECONDS>",
+      "stop shell branch LABEL after SECONDS (1-3600; repeatable)",
+      (value: string, prev: string[]) => [...prev, value],
+      [] as string[],
+    )
     .allowExcessArguments()
     .addHelpText("after", SPLIT_HELP)
     .action(async (
-      opts: { branch: BranchSpec[]; stdin: boolean; withIgnored?: boolean },
+      opts: { branch: BranchSpec[]; stdin: boolean; withIgnored?: boolean; timeout: string[] },
       cmd: Command,
     ) => {
       const words = cmd.args;
@@ -230,6 +270,7 @@ function buildProgram(
             argvParts,
             noStdin: !opts.stdin,
             withIgnored: opts.withIgnored === true,
+            timeLimits: opts.timeout,
           },
           ctx.io,
           ctx.signals,
@@ -265,7 +306,7 @@ function buildProgram(
 
   const splits = userErrors(program.command("splits"), "marsh splits")
     .description("List splits, or cancel or remove one.")
-    .usage("[--json] [ID] | cancel ID | rm ID")
+    .usage("[--json] [ID] | cancel ID [LABEL] | rm ID")
     .option("--json", 'print {"splits":[<manifest>...]}')
     .argument("[ID]", "only this split")
     .addHelpText("after", SPLITS_HELP)
@@ -273,15 +314,56 @@ function buildProgram(
       setStatus(await splitsListCommand({ json: opts.json === true, id }, ctx.io));
     });
   userErrors(splits.command("cancel"), "marsh splits cancel")
-    .description("Cancel a running split (its branches get SIGINT, then SIGKILL after 10 s).")
+    .description(
+      "Cancel a running split, or one branch of it (SIGINT, then SIGKILL after 10 s).",
+    )
     .argument("<ID>", "the split")
-    .addHelpText("after", "\nExample:\n  marsh splits cancel 01J9Z\n")
-    .action(async (id: string) => setStatus(await splitsActionCommand("cancel", id, ctx.io)));
+    .argument("[LABEL]", "only this branch: its siblings go on, and the split then awaits a join")
+    .addHelpText(
+      "after",
+      "\nA branch cancelled alone ends `cancelled` (130) and is not captured.\n" +
+        "\nExamples:\n  marsh splits cancel 01J9Z\n  marsh splits cancel 01J9Z tests\n",
+    )
+    .action(async (id: string, label: string | undefined) =>
+      setStatus(await splitsActionCommand("cancel", id, ctx.io, undefined, label))
+    );
   userErrors(splits.command("rm"), "marsh splits rm")
     .description("Remove a kept or finished split: its forks, store and out/.")
     .argument("<ID>", "the split")
     .addHelpText("after", "\nExample:\n  marsh splits rm 01J9Z\n")
     .action(async (id: string) => setStatus(await splitsActionCommand("rm", id, ctx.io)));
+
+  userErrors(program.command("logs"), "marsh logs")
+    .description("Print a branch's stdout and stderr; with -f, follow it until it ends.")
+    .usage("[-f] [--stdout | --stderr] ID LABEL")
+    .argument("<ID>", "the split")
+    .argument("<LABEL>", "the branch")
+    .option("-f, --follow", "print new output as it comes, until the branch has ended")
+    .option("--stdout", "only the branch's stdout")
+    .option("--stderr", "only the branch's stderr")
+    .addHelpText("after", LOGS_HELP)
+    .action(async (
+      id: string,
+      label: string,
+      opts: { follow?: boolean; stdout?: boolean; stderr?: boolean },
+    ) => {
+      if (opts.stdout && opts.stderr) {
+        throw new CliError(
+          "marsh logs: --stdout and --stderr exclude each other; give neither for both streams",
+        );
+      }
+      setStatus(
+        await logsCommand(
+          {
+            id,
+            label,
+            follow: opts.follow === true,
+            streams: opts.stdout ? "stdout" : opts.stderr ? "stderr" : "both",
+          },
+          ctx.io,
+        ),
+      );
+    });
 
   return program;
 }

@@ -12,6 +12,7 @@ import { Buffer } from "node:buffer";
 import {
   type BranchSpec,
   type DaemonFrame,
+  SPLIT_DURATION_S,
   type SplitCreateRequest,
   SPOOL_CHUNK,
 } from "../protocol/daemon.ts";
@@ -35,6 +36,66 @@ export interface SplitOptions {
   readonly noStdin: boolean;
   /** `--with-ignored`: snapshot ignored files too (`node_modules`, `.env`, caches). */
   readonly withIgnored?: boolean;
+  /** `-t LABEL=SECONDS` values as typed, checked by {@linkcode withTimeLimits}. */
+  readonly timeLimits?: readonly string[];
+}
+
+/**
+ * Gives each shell branch named by a `-t LABEL=SECONDS` its time limit: a
+ * whole number of seconds from 1 to the split's own limit of 1 h
+ * (docs/guide.md, "Watching and stopping a branch").
+ *
+ * @throws {CliError} (status 2) for a malformed value, a bad number, a label
+ *   given twice, an unknown label or an argv branch's label
+ */
+export function withTimeLimits(
+  branches: readonly BranchSpec[],
+  values: readonly string[],
+): BranchSpec[] {
+  const limits = new Map<string, number>();
+  for (const value of values) {
+    const eq = value.indexOf("=");
+    if (eq <= 0) {
+      throw new CliError(
+        `marsh split: -t needs LABEL=SECONDS, got ${JSON.stringify(value)}; e.g. -t tests=600`,
+      );
+    }
+    const label = value.slice(0, eq), text = value.slice(eq + 1);
+    const what = `marsh split: -t ${label}=${text}`;
+    if (!/^[0-9]{1,10}$/.test(text) || Number(text) < 1) {
+      throw new CliError(
+        `${what}: the time limit must be a whole number of seconds from 1 to ${SPLIT_DURATION_S}`,
+      );
+    }
+    const seconds = Number(text);
+    if (seconds > SPLIT_DURATION_S) {
+      throw new CliError(
+        `${what}: a time limit of ${seconds} s is longer than a split may run (${SPLIT_DURATION_S} s)`,
+      );
+    }
+    if (limits.has(label)) throw new CliError(`marsh split: -t ${label} is given twice`);
+    const branch = branches.find((b) => b.label === label);
+    if (branch === undefined) {
+      const shell = branches.filter((b) => b.kind === "shell").map((b) => b.label);
+      throw new CliError(
+        `${what}: no shell branch ${JSON.stringify(label)}; ${
+          shell.length === 0 ? "there are none" : `the shell branches are: ${shell.join(", ")}`
+        }`,
+      );
+    }
+    if (branch.kind === "argv") {
+      throw new CliError(
+        `${what}: ${
+          JSON.stringify(label)
+        } is an argv branch: its Kit's wall clock limits it (marsh kits add --wall)`,
+      );
+    }
+    limits.set(label, seconds);
+  }
+  return branches.map((b) => {
+    const seconds = limits.get(b.label);
+    return seconds === undefined || b.kind !== "shell" ? b : { ...b, timeLimitS: seconds };
+  });
 }
 
 /**
@@ -122,12 +183,13 @@ export async function splitCommand(
   signals: Signals,
   connect: () => Promise<DaemonConnection> = connectDaemon,
 ): Promise<number> {
-  const branches = [...opts.branches, ...parseArgvBranches(opts.argvParts)];
-  if (branches.length === 0) {
+  const declared = [...opts.branches, ...parseArgvBranches(opts.argvParts)];
+  if (declared.length === 0) {
     throw new CliError(
       "marsh split: no branches; usage: marsh split [-n] [-b LABEL='command']... [::: LABEL CMD ARGS...]...",
     );
   }
+  const branches = withTimeLimits(declared, opts.timeLimits ?? []);
   const spool = !opts.noStdin && !io.stdinIsTerminal;
   const cwd = currentDir(io);
   await using conn = await connect();

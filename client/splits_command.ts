@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Manifest } from "../protocol/manifest.ts";
+import type { Lingering, Manifest } from "../protocol/manifest.ts";
 import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
 import type { CliIo } from "./io.ts";
 
@@ -40,7 +40,7 @@ export async function splitsListCommand(
 }
 
 /**
- * `marsh splits cancel ID` / `marsh splits rm ID`.
+ * `marsh splits cancel ID [LABEL]` / `marsh splits rm ID`.
  *
  * @throws {CliError} with the daemon's message and status when it refuses
  */
@@ -49,11 +49,14 @@ export async function splitsActionCommand(
   id: string,
   io: CliIo,
   connect: () => Promise<DaemonConnection> = connectDaemon,
+  label?: string,
 ): Promise<number> {
   await using conn = await connect();
   const reply = await request(
     conn,
-    { v: 1, t: action === "cancel" ? "splits.cancel" : "splits.rm", id },
+    action === "cancel"
+      ? { v: 1, t: "splits.cancel", id, ...(label === undefined ? {} : { label }) }
+      : { v: 1, t: "splits.rm", id },
     ["ok"],
     `marsh splits ${action}`,
     io.error,
@@ -104,9 +107,22 @@ function formatSplit(s: Manifest, indent: string): string[] {
     if (b.job_id) line += `  job ${b.job_id}`;
     if (b.trust === "untrusted") line += "  untrusted";
     lines.push(line);
+    if (b.lingering) lines.push(...formatLingering(b.lingering, `${indent}    `));
   }
   if (s.reason) lines.push(`${indent}  reason: ${s.reason}`);
   return lines;
+}
+
+/** What a running branch's shell left running, one process a line. */
+function formatLingering(l: Lingering, indent: string): string[] {
+  const n = l.processes.length + l.more;
+  return [
+    `${indent}its shell exited at ${isoTime(l.since_unix_ms)}; ${n} ${
+      n === 1 ? "process" : "processes"
+    } it started still ${n === 1 ? "runs" : "run"}:`,
+    ...l.processes.map((p) => `${indent}  ${p.pid}  ${p.command}`),
+    ...(l.more > 0 ? [`${indent}  and ${l.more} more`] : []),
+  ];
 }
 
 function isoTime(ms: number): string {

@@ -43,6 +43,49 @@ Deno.test({ name: "formatSplits prints the tree", permissions: {} }, () => {
   assert.equal(formatSplits([]), "no splits\n");
 });
 
+Deno.test({
+  name: "formatSplits names what a running branch's shell left running, and since when",
+  permissions: {},
+}, () => {
+  const processes = Array.from({ length: 16 }, (_, i) => ({ pid: 100 + i, command: `job ${i}` }));
+  const running = manifest("S3", [
+    {
+      label: "a",
+      state: "running",
+      status: undefined,
+      code: undefined,
+      files: 0,
+      lingering: {
+        since_unix_ms: Date.UTC(2025, 0, 2, 3, 4, 6),
+        processes: processes.slice(0, 1),
+        more: 0,
+      },
+    },
+    {
+      label: "b",
+      state: "running",
+      status: undefined,
+      code: undefined,
+      files: 0,
+      lingering: { since_unix_ms: Date.UTC(2025, 0, 2, 3, 4, 7), processes, more: 2 },
+    },
+  ], { state: "run" });
+  assert.equal(
+    formatSplits([running]),
+    [
+      "S3  run  2025-01-02T03:04:05.000Z  /work/p",
+      "  a  running  shell-vm  -  0 files",
+      "    its shell exited at 2025-01-02T03:04:06.000Z; 1 process it started still runs:",
+      "      100  job 0",
+      "  b  running  shell-vm  -  0 files",
+      "    its shell exited at 2025-01-02T03:04:07.000Z; 18 processes it started still run:",
+      ...processes.map((p) => `      ${p.pid}  ${p.command}`),
+      "      and 2 more",
+      "",
+    ].join("\n"),
+  );
+});
+
 Deno.test({ name: "splits lists as text and as JSON", permissions }, async () => {
   await using home = await tempHome();
   await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);

@@ -43,6 +43,7 @@ import { JobClientBundle } from "./job_capability.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
 import { Log } from "./log.ts";
+import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
 import { RequestError, type Settings, settingsFromEnv, Splits } from "./splits.ts";
@@ -271,6 +272,7 @@ async function main(): Promise<number> {
         throw error;
       }
     },
+    logs: (conn, req) => streamLogs(conn, req, { journal, splits, home }),
     stop: () => stopped.resolve(0),
   });
   server.attachKits(new KitRegistry({ journal, home, log }));

@@ -18,7 +18,7 @@ import {
   CAP_SOCKETS_DIR,
   capSocketPath,
 } from "../protocol/control_dir.ts";
-import type { ClientFrame, GcReply } from "../protocol/daemon.ts";
+import type { ClientFrame, GcReply, LogsRequest } from "../protocol/daemon.ts";
 import { MAX_JOB_CONNECTIONS, TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
 import { type Authority, Conn } from "./conn.ts";
 import type { KitJobs } from "./jobs.ts";
@@ -49,7 +49,7 @@ async function drain(conn: Conn, ms: number): Promise<void> {
  * naming what to do instead.
  */
 function refuseInJob(t: ClientFrame["t"]): RequestError {
-  const only = "a job's capability admits only marsh split, marsh join and marsh jobs";
+  const only = "a job's capability admits only marsh split, marsh join, marsh logs and marsh jobs";
   switch (t) {
     case "splits.list":
       return new RequestError(2, `refused in a Kit job: ${only}; a job's splits are its own`);
@@ -76,6 +76,8 @@ export interface ServerHooks {
     forks: { strategy: string; reason: string; policy: string };
     view: { view: "project" | "fork"; reason: string };
   };
+  /** `marsh logs`: streams a branch's output on `conn` (`daemon/branch_logs.ts`). */
+  logs(conn: Conn, req: LogsRequest): Promise<void>;
   /** `marsh gc`: collects the unreferenced snapshot layers of the project at `cwd`. */
   gc(cwd: string, dryRun: boolean): Promise<Omit<GcReply, "v" | "t">>;
   stop(): void;
@@ -258,7 +260,7 @@ export class Server implements BranchSockets {
     const splits = this.#splits!, hooks = this.#hooks!;
     if (
       conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
-      frame.t !== "jobs.list"
+      frame.t !== "splits.logs" && frame.t !== "jobs.list"
     ) {
       throw refuseInJob(frame.t);
     }
@@ -271,8 +273,14 @@ export class Server implements BranchSockets {
         await conn.send({ v: 1, t: "splits", splits: splits.list(conn.authority, frame.id) });
         return;
       case "splits.cancel":
-        await conn.send({ v: 1, t: "ok", message: splits.cancelRequest(conn.authority, frame.id) });
+        await conn.send({
+          v: 1,
+          t: "ok",
+          message: splits.cancelRequest(conn.authority, frame.id, frame.label),
+        });
         return;
+      case "splits.logs":
+        return await hooks.logs(conn, frame);
       case "splits.rm":
         await conn.send({ v: 1, t: "ok", message: await splits.remove(conn.authority, frame.id) });
         return;

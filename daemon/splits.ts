@@ -12,7 +12,7 @@
 import { Buffer } from "node:buffer";
 import type { Journal } from "../journal/journal.ts";
 import type { KitRecord } from "../journal/kits.ts";
-import type { BranchRecord, Creator, JobRecord, SplitRecord } from "../journal/records.ts";
+import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR, SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { BranchSpec, JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
 import { branchCode, splitCode } from "../protocol/manifest.ts";
@@ -27,6 +27,14 @@ import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
 import { labelProblem } from "../splitfs/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
+import { creatorOf, mayView, sameCreator } from "./creator.ts";
+import {
+  branchCancelProblem,
+  BranchControls,
+  stoppedState,
+  timeLimitProblem,
+  timeLimitStatus,
+} from "./branch_controls.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
 import { consumerEnv } from "./join_env.ts";
 import { writeJoinObjects } from "./join_objects.ts";
@@ -162,6 +170,8 @@ class LiveSplit {
   outputTimer: ReturnType<typeof setInterval> | undefined;
   /** Whether the split-filesystem service holds this split's descriptors. */
   open = false;
+  /** Branches stopped alone (a cancel, a time limit), with the status each ends with. */
+  readonly stopped = new Map<string, string>();
   readonly timing: Record<string, number> = {};
   constructor(readonly id: string, readonly session: string) {}
 }
@@ -225,20 +235,10 @@ function newId(): string {
   return id;
 }
 
-function creatorOf(auth: Authority): Creator {
-  if (auth.kind === "host") return { kind: "host" };
-  if (auth.kind === "job") return { kind: "job", id: auth.job };
-  return { kind: "session", id: auth.session };
-}
-
 /** Spec 004 §13.6: a job or a split branch splits with argv branches only. */
 export function shellBranchRefusal(label: string): string {
   return `${label}: shell branches (-b, split { }) run only from the session shell; ` +
     "from a job or a split branch use argv branches: ::: LABEL CMD [ARG...]";
-}
-
-function sameCreator(a: Creator, b: Creator): boolean {
-  return a.kind === b.kind && (a.kind === "host" || a.id === (b as { id: string }).id);
 }
 
 /** Runs and holds splits. */
@@ -247,6 +247,7 @@ export class Splits {
   /** The control dir, canonical: a shell branch's view binds it read-only. */
   #control: string | null = null;
   readonly #live = new Map<string, LiveSplit>();
+  readonly #controls = new BranchControls();
   #stopping = false;
 
   constructor(deps: SplitDeps) {
@@ -302,6 +303,8 @@ export class Splits {
       if (problem) throw new RequestError(2, problem);
       if (seen.has(b.label)) throw new RequestError(2, `duplicate label "${b.label}"`);
       seen.add(b.label);
+      const limit = timeLimitProblem(b);
+      if (limit) throw new RequestError(2, limit);
     }
     if (auth.kind === "branch" || auth.kind === "job") {
       const shell = req.branches.find((b) => b.kind === "shell");
@@ -730,7 +733,7 @@ export class Splits {
   ): Promise<void> {
     const { journal, worker, sockets, home, splitfs } = this.#d;
     const label = b.spec.label;
-    if (live.cancelReason) {
+    if (live.cancelReason || live.stopped.has(label)) {
       b.cancelled = true;
       return this.#endUnlaunched(live, b, "cancelled", "cancelled");
     }
@@ -800,10 +803,18 @@ export class Splits {
       launched: (_pid, mechanism) => {
         b.running = true;
         journal.updateBranch(live.id, label, { mechanism });
+        // Stopped while it was being launched: the cancel could not be sent before.
+        if (live.stopped.has(label)) void worker.cancel(attempt, this.#d.settings.graceMs);
+        const limit = b.spec.kind === "shell" ? b.spec.timeLimitS : undefined;
+        if (limit === undefined) return;
+        this.#controls.startLimit(live.id, label, limit, () => {
+          this.#stopBranch(live, label, timeLimitStatus(limit));
+        });
       },
       exited: (code, signal) => {
         b.exit = { code, signal };
       },
+      lingering: (ev) => this.#controls.lingering(live.id, label, ev),
       settled: () => {
         this.#settled(live, b, dir).catch((error) => {
           this.#d.log.info(`split ${live.id}/${label}: settle failed: ${error?.stack ?? error}`);
@@ -834,7 +845,7 @@ export class Splits {
     const label = b.spec.label;
     const kit = b.kit!;
     const jobId = b.jobId!;
-    if (live.cancelReason) {
+    if (live.cancelReason || live.stopped.has(label)) {
       b.cancelled = true;
       return this.#endUnlaunched(live, b, "cancelled", "cancelled");
     }
@@ -951,6 +962,7 @@ export class Splits {
         launched: (container) => {
           b.running = true;
           b.container = container;
+          if (live.stopped.has(label)) void worker.cancel(attempt, settings.graceMs);
           journal.updateJob(jobId, { container });
           log.info(
             `split ${live.id}/${label}: job ${jobId} (kit ${kit.name}) container ${container}`,
@@ -1011,9 +1023,9 @@ export class Splits {
     log.info(`split ${live.id}/${label}: kit ${b.kit?.name}: ${message}`);
     b.confirmed = true;
     this.#revoke(live, b);
-    const cancelled = live.cancelReason !== null;
-    const state = cancelled ? "cancelled" : "failed";
-    const status = cancelled ? "cancelled" : `failed: ${message}`;
+    const stop = live.stopped.get(label) ?? (live.cancelReason !== null ? "cancelled" : undefined);
+    const state = stop !== undefined ? stoppedState(stop) : "failed";
+    const status = stop ?? `failed: ${message}`;
     const code = branchCode(status) ?? 125;
     const outputs = ["stdout", "stderr"].every((n) => exists(`${dir}/${n}`))
       ? { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` }
@@ -1084,6 +1096,7 @@ export class Splits {
     const { journal, log, pool } = this.#d;
     const label = b.spec.label;
     log.info(`split ${live.id}/${label}: worker: ${message}`);
+    this.#controls.ended(live.id, label);
     this.#revoke(live, b);
     if (b.running) {
       journal.transitionBranch(live.id, label, ["running"], "uncertain", {
@@ -1108,6 +1121,7 @@ export class Splits {
     const { journal, splitfs, pool } = this.#d;
     const label = b.spec.label;
     b.confirmed = true;
+    this.#controls.ended(live.id, label);
     this.#revoke(live, b);
     const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
     b.outputBytes = outputSize(dir);
@@ -1116,9 +1130,11 @@ export class Splits {
     let state: "captured" | "rejected" | "failed" | "cancelled";
     let status: string;
     let files = 0;
-    if (live.cancelReason) {
-      state = "cancelled";
-      status = "cancelled";
+    // A branch stopped alone keeps its own status, even when the split is cancelled after.
+    const stop = live.stopped.get(label) ?? (live.cancelReason ? "cancelled" : undefined);
+    if (stop !== undefined) {
+      state = stoppedState(stop);
+      status = stop;
     } else {
       status = exitStatus(b.exit?.code ?? null, b.exit?.signal ?? null);
       if (b.wall) status = `failed: wall clock limit of ${b.kit?.wallS} s reached`;
@@ -1253,6 +1269,7 @@ export class Splits {
   }
 
   #cleanup(live: LiveSplit, spool: string | null): void {
+    this.#controls.forget(live.id);
     clearTimeout(live.deadlineTimer);
     clearInterval(live.outputTimer);
     if (spool) Deno.remove(spool).catch(() => {});
@@ -1377,6 +1394,47 @@ export class Splits {
       if (b.attempt && b.launched) void this.#d.worker.cancel(b.attempt, this.#d.settings.graceMs);
     }
     return true;
+  }
+
+  /**
+   * Stops one branch (a cancel, its time limit): SIGINT to its processes,
+   * SIGKILL after the grace, or it never starts; it ends with `status`, not
+   * captured, and its siblings go on.
+   */
+  #stopBranch(live: LiveSplit, label: string, status: string): void {
+    if (live.cancelReason || live.stopped.has(label)) return;
+    live.stopped.set(label, status);
+    this.#d.log.info(`split ${live.id}/${label}: stopping the branch: ${status}`);
+    const b = live.branches.get(label);
+    if (b?.attempt && b.launched) void this.#d.worker.cancel(b.attempt, this.#d.settings.graceMs);
+  }
+
+  /** What `marsh logs` follows of a branch this daemon runs (`daemon/branch_logs.ts`), or null. */
+  liveOutput(id: string, label: string): { dir: string | null; ended: Promise<void> } | null {
+    const b = this.#live.get(id)?.branches.get(label);
+    return b ? { dir: b.dir, ended: b.settled.promise } : null;
+  }
+
+  /**
+   * Streams `out/<label>/<name>` of split `id` to `onChunk`, through the
+   * split-filesystem service (the daemon reads no project file).
+   *
+   * @throws {RequestError} when the split's directory is gone or the file is missing
+   */
+  async readOut(
+    id: string,
+    label: string,
+    name: "stdout" | "stderr",
+    onChunk: (bytes: Uint8Array) => Promise<void>,
+  ): Promise<void> {
+    const s = this.#d.journal.getSplit(id);
+    if (!s) throw new RequestError(2, `no split ${id}`);
+    try {
+      await this.#ensureOpen(this.#liveOf(id, s.session), s);
+      await this.#d.splitfs.request({ v: 1, t: "out-read", id, label, name }, onChunk);
+    } catch (error) {
+      throw error instanceof SplitfsError ? this.#refusal(id, error) : error;
+    }
   }
 
   #authorize(auth: Authority, s: SplitRecord): void {
@@ -1570,15 +1628,30 @@ export class Splits {
     if (id && visible.length === 0) {
       throw new RequestError(2, `split ${id} was not created by this caller`);
     }
-    return visible.map((s) => manifestOf(s, journal.branches(s.id)));
+    return visible.map((s) => this.#controls.decorate(manifestOf(s, journal.branches(s.id))));
   }
 
-  /** `marsh splits cancel ID`. */
-  cancelRequest(auth: Authority, id: string): string {
+  /** `marsh splits cancel ID [LABEL]`: the split, or one branch (daemon/branch_controls.ts). */
+  cancelRequest(auth: Authority, id: string, label?: string): string {
     const s = this.#d.journal.getSplit(id);
     if (!s) throw new RequestError(2, `no split ${id}`);
-    if (auth.kind !== "host" && !sameCreator(creatorOf(auth), s.creator)) {
+    if (!mayView(auth, s.creator)) {
       throw new RequestError(2, `split ${id} was not created by this caller`);
+    }
+    if (label !== undefined) {
+      const problem = branchCancelProblem(s, this.#d.journal.branches(id), label);
+      if (problem) throw new RequestError(2, problem);
+      const live = this.#live.get(id);
+      if (!live) throw new RequestError(2, `split ${id} is not running in this daemon`);
+      if (live.cancelReason) {
+        throw new RequestError(2, `split ${id} is being cancelled already: ${live.cancelReason}`);
+      }
+      const was = live.stopped.get(label);
+      if (was !== undefined) {
+        return `split ${id}: branch ${label} is being stopped already (${was})`;
+      }
+      this.#stopBranch(live, label, "cancelled");
+      return `split ${id}: cancelling branch ${label}`;
     }
     if (s.state !== "run") {
       throw new RequestError(2, `split ${id} is not running (state ${s.state})`);

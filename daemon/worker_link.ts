@@ -13,6 +13,7 @@ import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import {
   type KitResetDoneEvent,
   type LaunchRequest,
+  type LingeringEvent,
   parseWorkerEvent,
   type WorkerEvent,
   type WorkerRequest,
@@ -30,6 +31,8 @@ export type LaunchSpec =
 export interface AttemptEvents {
   launched(pid: number, mechanism: "cgroup" | "subreaper"): void;
   exited(code: number | null, signal: string | null): void;
+  /** After `exited`: what the branch left running, each time that changes. */
+  lingering?(ev: LingeringEvent): void;
   settled(): void;
   outputLimit(bytes: number): void;
   error(message: string): void;
@@ -160,6 +163,9 @@ export class WorkerLink {
         break;
       case "exited":
         h.exited(ev.code, ev.signal);
+        break;
+      case "lingering":
+        h.lingering?.(ev);
         break;
       case "settled":
         this.#attempts.delete(ev.attempt);

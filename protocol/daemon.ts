@@ -22,9 +22,21 @@ export const MAX_DAEMON_FRAME = 1024 * 1024;
 /** Spool bytes per `spool` frame (base64 grows it by a third). */
 export const SPOOL_CHUNK = 256 * 1024;
 
+/** The longest a split may run, in seconds (1 h): no branch's time limit may be longer. */
+export const SPLIT_DURATION_S = 3600;
+
 /** A branch as the caller declared it. */
 export type BranchSpec =
-  | { readonly kind: "shell"; readonly label: string; readonly script: string }
+  | {
+    readonly kind: "shell";
+    readonly label: string;
+    readonly script: string;
+    /**
+     * `-t LABEL=SECONDS`: the branch is stopped this long after it started
+     * (1 to {@linkcode SPLIT_DURATION_S}; the daemon checks the range).
+     */
+    readonly timeLimitS?: number;
+  }
   | { readonly kind: "argv"; readonly label: string; readonly argv: readonly string[] };
 
 /** `marsh split`: spool frames follow when `spool` is true, then `spool.end`. */
@@ -84,11 +96,30 @@ export interface SplitsListRequest {
   readonly id?: string;
 }
 
-/** `marsh splits cancel ID` / `marsh splits rm ID`. */
+/** `marsh splits cancel ID [LABEL]` / `marsh splits rm ID`. */
 export interface SplitsActionRequest {
   readonly v: 1;
   readonly t: "splits.cancel" | "splits.rm";
   readonly id: string;
+  /** `splits.cancel` only: cancel this one branch; its siblings go on. */
+  readonly label?: string;
+}
+
+/** Which of a branch's streams `marsh logs` shows. */
+export type LogStreams = "both" | "stdout" | "stderr";
+
+/**
+ * `marsh logs ID LABEL [-f]`: a branch's stdout and stderr so far, as
+ * `logs.chunk` replies, then `logs.end`; with `follow`, new output as it
+ * comes until the branch has ended.
+ */
+export interface LogsRequest {
+  readonly v: 1;
+  readonly t: "splits.logs";
+  readonly id: string;
+  readonly label: string;
+  readonly follow: boolean;
+  readonly streams: LogStreams;
 }
 
 /** `marsh status`, `marsh daemon status`, `marsh daemon stop`. */
@@ -164,6 +195,7 @@ export type ClientFrame =
   | ReleaseFrame
   | SplitsListRequest
   | SplitsActionRequest
+  | LogsRequest
   | SimpleRequest
   | GcRequest
   | KitsAddRequest
@@ -240,6 +272,22 @@ export interface SplitsReply {
   readonly v: 1;
   readonly t: "splits";
   readonly splits: readonly Manifest[];
+}
+
+/** Bytes a branch wrote to one of its streams (base64), in order per stream. */
+export interface LogsChunkReply {
+  readonly v: 1;
+  readonly t: "logs.chunk";
+  readonly stream: "stdout" | "stderr";
+  readonly data: string;
+}
+
+/** The end of `marsh logs`: the branch's state then (and its status once it has one). */
+export interface LogsEndReply {
+  readonly v: 1;
+  readonly t: "logs.end";
+  readonly state: string;
+  readonly status?: string;
 }
 
 /** `marsh status`. */
@@ -388,6 +436,8 @@ export type DaemonFrame =
   | RenderedReply
   | ReleasedReply
   | SplitsReply
+  | LogsChunkReply
+  | LogsEndReply
   | StatusReply
   | GcReply
   | KitsReply
@@ -428,7 +478,15 @@ function bool(x: Record<string, unknown>, key: string): boolean {
 function branchSpec(x: unknown): BranchSpec {
   if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
   const label = str(x, "label", 256);
-  if (x.kind === "shell") return { kind: "shell", label, script: str(x, "script") };
+  if (x.kind === "shell") {
+    const spec = { kind: "shell" as const, label, script: str(x, "script") };
+    if (x.timeLimitS === undefined) return spec;
+    // The range is the daemon's to check, with a message that names the branch.
+    if (typeof x.timeLimitS !== "number" || !Number.isSafeInteger(x.timeLimitS)) {
+      throw new DaemonProtocolError("malformed branch time limit");
+    }
+    return { ...spec, timeLimitS: x.timeLimitS };
+  }
   if (x.kind === "argv" && Array.isArray(x.argv) && x.argv.length > 0 && x.argv.length <= 4096) {
     return {
       kind: "argv",
@@ -535,8 +593,25 @@ export function parseClientFrame(x: unknown): ClientFrame {
         ? { v: 1, t: "splits.list" }
         : { v: 1, t: "splits.list", id: str(x, "id", 128) };
     case "splits.cancel":
+      return x.label === undefined
+        ? { v: 1, t: x.t, id: str(x, "id", 128) }
+        : { v: 1, t: x.t, id: str(x, "id", 128), label: str(x, "label", 4096) };
     case "splits.rm":
       return { v: 1, t: x.t, id: str(x, "id", 128) };
+    case "splits.logs": {
+      const streams = x.streams;
+      if (streams !== "both" && streams !== "stdout" && streams !== "stderr") {
+        throw new DaemonProtocolError("malformed splits.logs frame: streams");
+      }
+      return {
+        v: 1,
+        t: "splits.logs",
+        id: str(x, "id", 128),
+        label: str(x, "label", 4096),
+        follow: bool(x, "follow"),
+        streams,
+      };
+    }
     case "status":
     case "daemon.stop":
       return { v: 1, t: x.t };
@@ -573,6 +648,8 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "join.rendered",
     "join.released",
     "splits",
+    "logs.chunk",
+    "logs.end",
     "status",
     "gc",
     "kits",
@@ -598,6 +675,13 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     (typeof x.removed !== "boolean" || !(x.reason === undefined || typeof x.reason === "string") ||
       !(x.manifest === undefined || isObject(x.manifest)))
   ) throw new DaemonProtocolError("malformed join.released frame: removed, reason, manifest");
+  if (x.t === "logs.chunk") {
+    str(x, "data", MAX_DAEMON_FRAME);
+    if (x.stream !== "stdout" && x.stream !== "stderr") {
+      throw new DaemonProtocolError("malformed logs.chunk frame: stream");
+    }
+  }
+  if (x.t === "logs.end") str(x, "state", 64);
   if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
     throw new DaemonProtocolError("malformed kits frame: kits");
   }

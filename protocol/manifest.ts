@@ -47,6 +47,23 @@ export interface ManifestBranch {
   readonly view_reason?: string;
   readonly started_unix_ms?: number;
   readonly finished_unix_ms?: number;
+  /**
+   * A running shell branch whose shell exited while processes it started
+   * still run (a `setsid` daemon, a background job): they hold the branch
+   * until they end (docs/guide.md, "Watching and stopping a branch"). Only
+   * in `marsh splits`, never in `out/manifest.json` (a settled branch has none).
+   */
+  readonly lingering?: Lingering;
+}
+
+/** What keeps a branch running after its shell exited. */
+export interface Lingering {
+  /** When its shell exited. */
+  readonly since_unix_ms: number;
+  /** The first of them by pid (at most 16): pid and command line. */
+  readonly processes: readonly { readonly pid: number; readonly command: string }[];
+  /** How many more there are. */
+  readonly more: number;
 }
 
 /** The manifest, version 2. */

@@ -13,6 +13,7 @@ import {
   type ProcessesReply,
   type ProcessRequest,
 } from "./processes.ts";
+import { type OutReadRequest, parseOutReadRequest } from "./out_read.ts";
 import { ProtocolError } from "./protocol_error.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
@@ -305,6 +306,7 @@ export type SplitfsRequest =
   | ProbeRequest
   | GcRequest
   | ExportObjectsRequest
+  | OutReadRequest
   | ProcessRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -710,6 +712,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "proc-starts":
     case "proc-kill":
       return parseProcessRequest(x);
+    case "out-read":
+      return parseOutReadRequest(x);
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }

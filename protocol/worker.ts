@@ -6,9 +6,11 @@
  * Life of an attempt, as the daemon sees it:
  *
  * - `launch` → `launched` → zero or one `output-limit` → `exited` →
- *   `settled`. `exited` is the branch's status (`bash` itself ended);
- *   `settled` says every process of the attempt is gone and the output
- *   files are closed, so capture may start.
+ *   zero or more `lingering` → `settled`. `exited` is the branch's status
+ *   (`bash` itself ended); `lingering` names the processes still running
+ *   after it (each time that set changes); `settled` says every process of
+ *   the attempt is gone and the output files are closed, so capture may
+ *   start.
  * - An `error` that names an attempt ends that attempt: no other event for
  *   it follows. It comes instead of `launched` when the launch was refused
  *   or set-up failed, and instead of `settled` when the worker lost track of
@@ -260,6 +262,35 @@ export interface KitResetDoneEvent {
   readonly error?: string;
 }
 
+/** Most processes one {@linkcode LingeringEvent} names; `more` counts the rest. */
+export const MAX_LINGERING = 16;
+/** Longest command line a {@linkcode LingeringEvent} carries for one process, in characters. */
+export const MAX_COMMAND = 256;
+
+/** One process of an attempt, as `/proc` showed it. */
+export interface ProcessInfo {
+  readonly pid: number;
+  /** Its command line, arguments joined by spaces (cut), or `[comm]` when it has none. */
+  readonly command: string;
+}
+
+/**
+ * A shell branch's `bash` exited, but processes it started (a `setsid`
+ * daemon, a background job) still run, so the attempt cannot settle: which
+ * ones. Sent about a second after `exited`, then whenever the set changes.
+ */
+export interface LingeringEvent {
+  readonly v: 1;
+  readonly t: "lingering";
+  readonly attempt: string;
+  /** When `bash` exited (Unix ms): since then only these processes keep the attempt alive. */
+  readonly since: number;
+  /** At most {@linkcode MAX_LINGERING}, by pid. */
+  readonly processes: readonly ProcessInfo[];
+  /** How many more there are. */
+  readonly more: number;
+}
+
 /** Every process of the attempt is gone and its output files are closed. */
 export interface SettledEvent {
   readonly v: 1;
@@ -291,6 +322,7 @@ export interface ErrorEvent {
 export type ShellWorkerEvent =
   | LaunchedEvent
   | ExitedEvent
+  | LingeringEvent
   | SettledEvent
   | OutputLimitEvent
   | ErrorEvent;
@@ -554,6 +586,32 @@ export function parseWorkerEvent(x: unknown): WorkerEvent {
         code,
         signal,
         ...(x.wall === true ? { wall: true as const } : {}),
+      };
+    }
+    case "lingering": {
+      const list = x.processes;
+      if (!Array.isArray(list) || list.length > MAX_LINGERING) {
+        fail(x, `processes must be a list of at most ${MAX_LINGERING}`);
+      }
+      return {
+        v: 1,
+        t: "lingering",
+        attempt: attempt(x),
+        since: int(x, "since", 0, Number.MAX_SAFE_INTEGER),
+        processes: list.map((p: unknown) => {
+          if (
+            !isObject(p) || typeof p.pid !== "number" || !Number.isSafeInteger(p.pid) ||
+            p.pid < 1 || p.pid > MAX_PID
+          ) {
+            fail(x, `processes must hold {pid, command} with a pid from 1 to ${MAX_PID}`);
+          }
+          const command = p.command;
+          if (typeof command !== "string" || command.length > MAX_COMMAND) {
+            fail(x, `a process's command must be a string of at most ${MAX_COMMAND} characters`);
+          }
+          return { pid: p.pid, command };
+        }),
+        more: int(x, "more", 0, MAX_PID),
       };
     }
     case "settled":

@@ -278,6 +278,13 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       send({ v: 1, t: "ok" });
       return;
     }
+    case "out-read": {
+      const out = new ChunkSender();
+      const bytes = workspace(req.id).readOut(req.label, req.name, (b) => out.push(b));
+      out.flush();
+      send({ v: 1, t: "done", changed: bytes });
+      return;
+    }
     case "proc-starts":
       send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
       return;

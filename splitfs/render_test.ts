@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import type { FileChange } from "../patch/change.ts";
 import { filesLine, writeFilePatch } from "../patch/writer.ts";
-import { BinarySummarizer, pathOfDiffLine, TerminalEscaper } from "./render.ts";
+import { BinarySummarizer, pathOfDiffLine } from "./render.ts";
+import { TerminalEscaper } from "../patch/terminal_escape.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -47,6 +47,7 @@ import {
   MAX_EXCLUDES_BYTES,
 } from "./ignore_load.ts";
 import { exportPatchObjects, type ExportSummary, storesSha1 } from "./object_export.ts";
+import { readOutFile } from "./out_read.ts";
 import { readRel } from "./read_rel.ts";
 import { type Emit, type RenderBranch, renderBranches } from "./render.ts";
 import {
@@ -1062,6 +1063,17 @@ export class SplitWorkspace implements Disposable {
     }
     this.#checkSplit();
     return renderBranches(this.#outDir(), branches, terminal, emit);
+  }
+
+  /**
+   * Streams `out/<label>/<name>` to `emit` (`splitfs/out_read.ts`).
+   *
+   * @throws {RefusedError} when that file does not exist
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   */
+  readOut(label: string, name: "stdout" | "stderr", emit: Emit): number {
+    this.#checkSplit();
+    return readOutFile(this.#outDir(), label, name, emit);
   }
 
   /**

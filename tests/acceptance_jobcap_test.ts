@@ -91,7 +91,7 @@ Deno.test({
   const splits = added(patch, "splits.out");
   assert.match(
     splits,
-    /marsh splits: refused in a Kit job: .*admits only marsh split, marsh join and marsh jobs/,
+    /marsh splits: refused in a Kit job: .*admits only marsh split, marsh join, marsh logs and marsh jobs/,
   );
   assert.match(splits, /\n2$/);
   assert.match(added(patch, "rm.out"), /refused in a Kit job.*\n2$/s);
@@ -170,6 +170,40 @@ Deno.test({
   const seen = JSON.parse(added(patch, "jobs.txt")) as { jobs: { split: string; label: string }[] };
   assert.deepEqual(seen.jobs.map((j) => [j.split, j.label]), [[child.id, "n"]]);
   assert.equal((await w.containersOf(id)).length, 0);
+});
+
+Deno.test({
+  name: "job capability: marsh logs reads the job's own splits, and only those",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const m = "env -i /run/marsh/bin/marsh";
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    [
+      'P=$(basename "$(dirname "$PWD")")',
+      `h=$(${m} split -n ::: n fixture sh -c 'echo from-n; echo warn-n >&2')`,
+      `id=$(echo "$h" | sed 's/.*"id":"\\([a-z0-9]*\\)".*/\\1/')`,
+      `${m} logs "$id" n > logs.txt 2>&1; echo $? >> logs.txt`,
+      `${m} logs --stderr "$id" n > err.txt 2>&1; echo $? >> err.txt`,
+      `${m} logs "$P" a > parent.txt 2>&1; echo $? >> parent.txt`,
+      `echo "$h" | ${m} join > /dev/null 2>&1`,
+    ].join("; "),
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const id = handleId(r.stdout);
+  const patch = Deno.readTextFileSync(`${(await w.manifest(id)).out}/a/diff.patch`);
+  assert.equal(added(patch, "logs.txt"), "from-n\nwarn-n\n0");
+  assert.equal(added(patch, "err.txt"), "warn-n\n0");
+  assert.equal(
+    added(patch, "parent.txt"),
+    `marsh logs: split ${id} was not created by this caller\n2`,
+  );
 });
 
 Deno.test({

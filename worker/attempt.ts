@@ -44,6 +44,8 @@ export class Attempt {
   #launched: { mechanism: Mechanism; cgroup: string | null } | null = null;
   #settled = false;
   #failure: string | null = null;
+  /** When `bash` exited (Unix ms): what lingers after it lingers since then. */
+  #exitedAt: number | null = null;
   #ended = false;
   #pendingGrace: number | null = null;
   #interrupted = false;
@@ -223,7 +225,18 @@ export class Attempt {
         return;
       }
       case "exited":
+        this.#exitedAt = Date.now();
         this.#emit({ v: 1, t: "exited", attempt: this.id, code: m.code, signal: m.signal });
+        return;
+      case "lingering":
+        this.#emit({
+          v: 1,
+          t: "lingering",
+          attempt: this.id,
+          since: this.#exitedAt ?? Date.now(),
+          processes: m.processes,
+          more: m.total - m.processes.length,
+        });
         return;
       case "settled":
         this.#settled = true;

@@ -176,8 +176,30 @@ both("settled waits for a background writer", async ({ w, run, sb }) => {
   await w.wait((e) => e.t === "exited" && e.attempt === a);
   assert.equal(exists(`${sb.fork}/late.txt`), false, "the writer is still sleeping at exit");
   const events = await w.finish(a);
-  assert.deepEqual(kinds(events), ["launched", "exited", "settled"]);
+  // The writer outlived bash by a second: it is named while the attempt waits for it.
+  assert.deepEqual(kinds(events), ["launched", "exited", "lingering", "settled"]);
   assert.equal(Deno.readTextFileSync(`${sb.fork}/late.txt`), "late\n");
+});
+
+both("what bash leaves running is named, pid and command, until it ends", async (ctx) => {
+  const { w, run, sb } = ctx;
+  const a = await run("setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $! > bg.pid; exit 0");
+  const exited = await w.wait((e) => e.t === "exited" && e.attempt === a);
+  const bg = Number(Deno.readTextFileSync(`${sb.fork}/bg.pid`));
+  const seen = await w.wait((e) => e.t === "lingering" && e.attempt === a);
+  const ev = seen.event;
+  assert.ok(ev.t === "lingering");
+  assert.deepEqual(ev.processes, [{ pid: bg, command: "sleep 1000" }]);
+  assert.equal(ev.more, 0);
+  // About a second after bash's exit, and dated by it.
+  assert.ok(seen.at - exited.at >= 900, `${seen.at - exited.at} ms after the exit`);
+  assert.ok(Math.abs(ev.since - (Date.now() - (performance.now() - exited.at))) < 500);
+  // Nothing changes while it sleeps: no second report.
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(w.events.filter((t) => t.event.t === "lingering").length, 1);
+  Deno.kill(bg, "SIGTERM");
+  const events = await w.finish(a);
+  assert.deepEqual(kinds(events), ["launched", "exited", "lingering", "settled"]);
 });
 
 both("settled waits for double-forked setsid writers", async ({ w, run, sb }) => {

@@ -17,6 +17,10 @@
 # fd 3: status lines to the worker:
 #   launched PID MECHANISM [CGROUP]   bash is released to run
 #   exited code N | exited signal N   bash ended
+#   lingering TOTAL [PID HEX]...      bash ended but TOTAL processes remain:
+#                                     up to 16 by pid, each with its command
+#                                     line in hex (cut to 100 bytes); about a
+#                                     second after `exited`, then on a change
 #   settled 1|0                       every process is gone (cgroup removed?)
 #   fail MESSAGE                      set-up failed; nothing ran
 #   warn MESSAGE                      a note; nothing changed
@@ -370,6 +374,8 @@ sub mkdirs {
 sub supervise {
   my ($bash) = @_;
   my ($worker_gone, $kill_at, $killing) = (0, 0, 0);
+  # After bash exited: when to look for what it left running, and what was said last.
+  my ($scan_at, $lingered) = (0, '');
   for (;;) {
     my $children = 1;
     for (;;) {
@@ -378,11 +384,16 @@ sub supervise {
         if ($p == $bash) {
           my $s = $?;
           report('exited', ($s & 127) ? ('signal', $s & 127) : ('code', $s >> 8));
+          $scan_at = uptime() + 1;
         }
         next;
       }
       $children = 0 if $p < 0 && ($! + 0) != $EINTR;
       last if $p == 0 || ($! + 0) != $EINTR;
+    }
+    if ($scan_at && !$killing && uptime() >= $scan_at) {
+      $scan_at = uptime() + 1;
+      $lingered = report_lingering($lingered);
     }
     if ($want_int) {
       $want_int = 0;
@@ -424,6 +435,54 @@ sub supervise {
   $removed = rmdir_cgroup($cg) ? 1 : 0 if $cg ne '';
   report('settled', $removed);
   exit 0;
+}
+
+# Seconds since boot, to 10 ms: the clock of /proc/uptime (Time::HiRes is
+# not in perl-base).
+sub uptime {
+  my $t = 0;
+  if (open(my $u, '<', '/proc/uptime')) {
+    my $line = <$u>;
+    close($u);
+    $t = $1 if defined $line && $line =~ /^(\d+(?:\.\d+)?) /;
+  }
+  return $t;
+}
+
+# Says which processes keep the attempt alive after bash exited (a setsid
+# daemon, a background job), when that set changed since `$said`; returns
+# what it said. Only this process can read /proc for the worker and daemon.
+sub report_lingering {
+  my ($said) = @_;
+  my @pids = sort { $a <=> $b } members();
+  my $key = join(',', @pids);
+  return $said if $key eq $said || !@pids;
+  my @words = ('lingering', scalar(@pids));
+  for my $p (@pids[0 .. ($#pids < 15 ? $#pids : 15)]) {
+    push @words, $p, unpack('H*', command_of($p));
+  }
+  report(@words);
+  return $key;
+}
+
+# A process's command line (arguments joined by spaces, cut to 100 bytes),
+# or [comm] for one without (a kernel thread, an exiting process).
+sub command_of {
+  my ($p) = @_;
+  my $cmd = '';
+  if (open(my $f, '<', "/proc/$p/cmdline")) {
+    sysread($f, $cmd, 100);
+    close($f);
+  }
+  $cmd =~ s/\0+$//;
+  $cmd =~ tr/\0/ /;
+  return $cmd if $cmd ne '';
+  if (open(my $s, '<', "/proc/$p/stat")) {
+    my $line = <$s>;
+    close($s);
+    return "[$1]" if defined $line && $line =~ /^\d+ \((.*)\) \S /s;
+  }
+  return '?';
 }
 
 sub event {

@@ -26,7 +26,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { constants } from "node:os";
 import { Readable } from "node:stream";
-import type { Mechanism } from "../protocol/worker.ts";
+import { MAX_LINGERING, type Mechanism, type ProcessInfo } from "../protocol/worker.ts";
 
 /** What the supervisor is asked to do. */
 export interface SupervisorConfig {
@@ -85,6 +85,12 @@ export type SupervisorMessage =
     readonly cgroup: string | null;
   }
   | { readonly kind: "exited"; readonly code: number | null; readonly signal: string | null }
+  | {
+    readonly kind: "lingering";
+    /** How many processes remain; `processes` names the first of them by pid. */
+    readonly total: number;
+    readonly processes: readonly ProcessInfo[];
+  }
   | { readonly kind: "settled"; readonly cgroupRemoved: boolean }
   | { readonly kind: "fail"; readonly message: string }
   | { readonly kind: "warn"; readonly message: string };
@@ -187,6 +193,24 @@ export function parseSupervisorLine(line: string): SupervisorMessage {
         ? { kind: "exited", code: n, signal: null }
         : { kind: "exited", code: null, signal: signalName(n) };
     }
+    case "lingering": {
+      const words = rest.split(" ");
+      const total = Number(words[0]);
+      const pairs = words.slice(1);
+      const listed = pairs.length / 2;
+      if (
+        !/^[1-9]\d{0,7}$/.test(words[0] ?? "") || !Number.isInteger(listed) || listed < 1 ||
+        listed > Math.min(total, MAX_LINGERING)
+      ) break;
+      const processes: ProcessInfo[] = [];
+      for (let i = 0; i < pairs.length; i += 2) {
+        const pid = pairs[i]!, hex = pairs[i + 1]!;
+        if (!/^[1-9]\d{0,7}$/.test(pid) || !/^(?:[0-9a-f]{2}){1,100}$/.test(hex)) break;
+        processes.push({ pid: Number(pid), command: printable(hex) });
+      }
+      if (processes.length !== listed) break;
+      return { kind: "lingering", total, processes };
+    }
     case "settled":
       if (rest !== "0" && rest !== "1") break;
       return { kind: "settled", cgroupRemoved: rest === "1" };
@@ -195,6 +219,16 @@ export function parseSupervisorLine(line: string): SupervisorMessage {
       return { kind: word, message: rest };
   }
   throw new SupervisorError(`unexpected supervisor line: ${JSON.stringify(line.slice(0, 200))}`);
+}
+
+const lossy = new TextDecoder();
+
+/** A command line's bytes (hex) as text for a listing: control characters become `?`. */
+function printable(hex: string): string {
+  const bytes = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  // deno-lint-ignore no-control-regex
+  return lossy.decode(bytes).replace(/[\x00-\x1f\x7f-\x9f]/g, "?");
 }
 
 /** How the supervisor process ended. */

@@ -21,6 +21,12 @@ Deno.test({ name: "supervisor lines parse to messages", permissions: "none" }, (
     signal: "SIGKILL",
   });
   assert.deepEqual(parseSupervisorLine("settled 0"), { kind: "settled", cgroupRemoved: false });
+  // "sleep 1000", and a command line with a newline and a tab in it.
+  assert.deepEqual(parseSupervisorLine("lingering 3 41 736c6565702031303030 7 610a0962"), {
+    kind: "lingering",
+    total: 3,
+    processes: [{ pid: 41, command: "sleep 1000" }, { pid: 7, command: "a??b" }],
+  });
   assert.deepEqual(parseSupervisorLine("fail cannot enter /x: No such file or directory"), {
     kind: "fail",
     message: "cannot enter /x: No such file or directory",
@@ -35,6 +41,15 @@ Deno.test({ name: "supervisor lines parse to messages", permissions: "none" }, (
       "exited code",
       "exited code 1000",
       "settled 2",
+      "lingering",
+      "lingering 0",
+      "lingering 1",
+      "lingering 1 41",
+      "lingering 1 41 7",
+      "lingering 1 41 73 42 73",
+      "lingering 2 0 73",
+      "lingering 1 41 73 ",
+      `lingering 20 ${Array.from({ length: 17 }, (_, i) => `${i + 1} 73`).join(" ")}`,
       "hello",
     ]
   ) {

@@ -419,7 +419,9 @@ function bool(x: Record<string, unknown>, key: string): boolean {
 
 function branchSpec(x: unknown): BranchSpec {
   if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
-  const label = str(x, "label", 256);
+  // Any string: the daemon checks it with the one label rule (labelProblem
+  // in splitfs/layout.ts), whose message names what is wrong with it.
+  const label = str(x, "label");
   if (x.kind === "shell") return { kind: "shell", label, script: str(x, "script") };
   if (x.kind === "argv" && Array.isArray(x.argv) && x.argv.length > 0 && x.argv.length <= 4096) {
     return {

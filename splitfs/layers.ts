@@ -23,9 +23,12 @@
  *   (`index`, `meta.json` and `SEALED` are fsynced; the data files are left
  *   to writeback, since an fsync per file would cost more than the copy.)
  *
- * After sealing, `layers/<id>` is made `0o555`; nothing in a sealed layer is
- * ever modified by marsh, and a snapshot reuses a stack only after checking
- * each layer's data against its `stat` records. A chain's head,
+ * Nothing in a sealed layer is ever modified by marsh, and a snapshot reuses
+ * a stack only after checking each layer's data against its `stat` records
+ * (`layer_seal.ts`); the files marsh writes there are `0o444`. `layers/<id>`
+ * itself stays `0o755`: its mode protects nothing the seal does not (the
+ * owner could `chmod` it), and the owner can `rm -rf .marsh` without one
+ * (docs/guide.md "Snapshot layers and marsh gc"). A chain's head,
  * `layers/<chain>.head`, names its top layer and is replaced atomically; the
  * stack is found by following `parent`.
  *
@@ -767,7 +770,8 @@ export class LayerStore implements Disposable {
       // later snapshot that trusts the index).
       wrapper.syncFs();
       writeDurable(wrapper, SEALED, enc.encode(sealOf(metaBytes)));
-      wrapper.chmod(0o555);
+      // Readable by all, as the data is; writable by the owner (see the module's doc).
+      wrapper.chmod(0o755);
       cache.set(this.#cacheKey(id), walk.index);
       this.#writeHead(chain, id);
       return meta;

@@ -626,3 +626,29 @@ Deno.test({
   assert.equal(rm.code, 0, show(rm));
   assert.ok(!exists(m.dir));
 });
+
+Deno.test({
+  name:
+    "unprivileged: nobody's rm -rf .marsh removes it all, with layers, a kept split and its overlay dirs",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  // Two snapshots (two layers), a joined split and a kept one, whose overlay
+  // upper and work dirs (the kernel's work/work is mode 0) stay on disk.
+  await roundTrip(w);
+  const split = await w.marsh(["split", "-n", "-b", "k=echo k > k.txt"]);
+  assert.equal(split.code, 0, show(split));
+  const keep = await w.marsh(["join", "--keep", "--", "true"], { stdin: split.stdout });
+  assert.equal(keep.code, 0, show(keep));
+  const kept = await w.manifest(handleId(split.stdout));
+  assert.equal(kept.branches[0]?.fork_strategy, "userns-overlay");
+  await w.stopDaemon();
+  const layers = [...Deno.readDirSync(`${w.project}/.marsh/layers`)]
+    .filter((e) => /^[a-z0-9]{8,24}$/.test(e.name));
+  assert.equal(layers.length, 2);
+  assert.ok(exists(`${kept.dir}/.overlay/k/work`));
+  const rm = await w.bash("rm -rf .marsh");
+  assert.equal(rm.code, 0, show(rm));
+  assert.ok(!exists(`${w.project}/.marsh`));
+  assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
+});

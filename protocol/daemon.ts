@@ -11,6 +11,15 @@
  * @module
  */
 
+import {
+  type GcAllReply,
+  type GcAllRequest,
+  HousekeepingFrameError,
+  housekeepingReplyOk,
+  parseHousekeepingRequest,
+  type PrunedReply,
+  type SplitsPruneRequest,
+} from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
@@ -82,6 +91,8 @@ export interface SplitsListRequest {
   readonly v: 1;
   readonly t: "splits.list";
   readonly id?: string;
+  /** The caller's cwd: only that project's splits (absent: every project's, `--all`). */
+  readonly cwd?: string;
 }
 
 /** `marsh splits cancel ID` / `marsh splits rm ID`. */
@@ -166,6 +177,8 @@ export type ClientFrame =
   | SplitsActionRequest
   | SimpleRequest
   | GcRequest
+  | GcAllRequest
+  | SplitsPruneRequest
   | KitsAddRequest
   | KitsListRequest
   | KitsRmRequest
@@ -232,6 +245,10 @@ export interface SplitsReply {
   readonly v: 1;
   readonly t: "splits";
   readonly splits: readonly Manifest[];
+  /** The project listed, when the request named a cwd. */
+  readonly root?: string;
+  /** With `root`: how many splits the caller may see in other projects. */
+  readonly elsewhere?: number;
 }
 
 /** `marsh status`. */
@@ -382,6 +399,8 @@ export type DaemonFrame =
   | SplitsReply
   | StatusReply
   | GcReply
+  | GcAllReply
+  | PrunedReply
   | KitsReply
   | KitAddedReply
   | KitRemovedReply
@@ -525,9 +544,20 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: "join.release", consumerStatus: s };
     }
     case "splits.list":
-      return x.id === undefined
-        ? { v: 1, t: "splits.list" }
-        : { v: 1, t: "splits.list", id: str(x, "id", 128) };
+      return {
+        v: 1,
+        t: "splits.list",
+        ...(x.id === undefined ? {} : { id: str(x, "id", 128) }),
+        ...(x.cwd === undefined ? {} : { cwd: str(x, "cwd", 4096) }),
+      };
+    case "splits.prune":
+    case "gc.all":
+      try {
+        return parseHousekeepingRequest(x);
+      } catch (error) {
+        if (error instanceof HousekeepingFrameError) throw new DaemonProtocolError(error.message);
+        throw error;
+      }
     case "splits.cancel":
     case "splits.rm":
       return { v: 1, t: x.t, id: str(x, "id", 128) };
@@ -569,6 +599,8 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "splits",
     "status",
     "gc",
+    "gc.all",
+    "splits.pruned",
     "kits",
     "kits.added",
     "kits.removed",
@@ -589,6 +621,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   if (x.t === "chunk") str(x, "data", MAX_DAEMON_FRAME);
   if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
     throw new DaemonProtocolError("malformed kits frame: kits");
+  }
+  if ((x.t === "gc.all" || x.t === "splits.pruned") && !housekeepingReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if (x.t === "jobs" && !Array.isArray(x.jobs)) {
     throw new DaemonProtocolError("malformed jobs frame: jobs");

@@ -14,6 +14,12 @@ import {
   type ProcessRequest,
 } from "./processes.ts";
 import { ProtocolError } from "./protocol_error.ts";
+import {
+  parsePurgedReply,
+  parsePurgeRequest,
+  type PurgedReply,
+  type PurgeRequest,
+} from "./purge.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const SPLITFS_PROTOCOL = 1;
@@ -305,7 +311,8 @@ export type SplitfsRequest =
   | ProbeRequest
   | GcRequest
   | ExportObjectsRequest
-  | ProcessRequest;
+  | ProcessRequest
+  | PurgeRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -482,6 +489,7 @@ export type SplitfsReply =
   | CapturedReply
   | ProbedReply
   | CollectedReply
+  | PurgedReply
   | ExportedReply
   | ProcessesReply
   | OutCheckedReply
@@ -710,6 +718,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "proc-starts":
     case "proc-kill":
       return parseProcessRequest(x);
+    case "purge":
+      return parsePurgeRequest(x);
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }
@@ -840,6 +850,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       return { v: 1, t: "ok" };
     case "proc-starts":
       return parseProcessesReply(x);
+    case "purged":
+      return parsePurgedReply(x);
     case "error":
       if (
         x.kind !== "input" && x.kind !== "rejected" && x.kind !== "replaced" &&

@@ -437,11 +437,17 @@ export class LayerStore implements Disposable {
    * layer, and not in a chain head's stack; unsealed leftovers of a crash go
    * too. Each is unsealed first, then renamed into `.marsh/.trash` and
    * removed there, so a crash never leaves a half-deleted layer that looks
-   * valid. A dry run deletes nothing and reports the same.
+   * valid. A dry run deletes nothing and reports the same. With `heads`
+   * false (`marsh gc --all`), the chain heads' stacks go too; the head
+   * files stay for the caller.
    *
    * @returns the removed ids (sorted) and the bytes of their files
    */
-  collect(referenced: ReadonlySet<string>, dryRun: boolean): { removed: string[]; bytes: number } {
+  collect(
+    referenced: ReadonlySet<string>,
+    dryRun: boolean,
+    heads = true,
+  ): { removed: string[]; bytes: number } {
     const keep = new Set<string>();
     const keepStack = (top: string) => {
       // Follow parents without trusting seals: keeping too much is the safe side.
@@ -451,7 +457,7 @@ export class LayerStore implements Disposable {
       }
     };
     for (const id of referenced) if (LAYER_ID.test(id)) keepStack(id);
-    for (const e of this.#layers.entries()) {
+    for (const e of heads ? this.#layers.entries() : []) {
       if (!e.name.endsWith(HEAD_SUFFIX)) continue;
       const chain = e.name.slice(0, -HEAD_SUFFIX.length);
       const top = CHAIN.test(chain) ? this.#readHead(chain) : null;

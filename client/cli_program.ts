@@ -210,6 +210,8 @@ function buildProgram(
     .description(
       "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
     )
+    // Each command's options are its own: `splits` passes `rm --json` on to `rm`.
+    .enablePositionalOptions()
     .exitOverride();
 
   userErrors(program.command("split"), "marsh split")
@@ -283,6 +285,8 @@ function buildProgram(
   const splits = userErrors(program.command("splits"), "marsh splits")
     .description("List this project's splits; cancel, remove or prune them.")
     .usage("[--all] [--json] [ID] | cancel ID | rm ID... | prune [--older-than D]")
+    // `rm --json` and `prune --all` are the subcommand's options, not the listing's.
+    .enablePositionalOptions()
     .option("--all", "every project's splits, not only this one's")
     .option("--json", 'print {"splits":[<manifest>...],"root":"<project>"}')
     .argument("[ID]", "only this split")

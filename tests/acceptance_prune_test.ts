@@ -146,6 +146,20 @@ Deno.test({
   );
   const json = await listed(sb, [], sb.scratch);
   assert.deepEqual(json, { splits: [], root: sb.scratch });
+  // A shell branch sees the splits it created (none here), wherever it asks from.
+  const inBranch = await sb.marsh([
+    "split",
+    "-n",
+    "-b",
+    'b="$M" splits --json && "$M" splits --all && "$M" splits',
+  ]);
+  assert.equal(inBranch.code, 0, show(inBranch));
+  const b = (await sb.split(handleId(inBranch.stdout)))!;
+  assert.equal(
+    Deno.readTextFileSync(`${b.out}/b/stdout`),
+    '{"splits":[]}\nno splits\nno splits\n',
+    Deno.readTextFileSync(`${b.out}/b/stderr`),
+  );
   const slash = await sb.marsh(["splits"], { cwd: "/" });
   assert.equal(slash.code, 2, show(slash));
   assert.equal(

@@ -141,9 +141,11 @@ function removeLayers(
     return { layers: r.removed, bytes: r.bytes, problem: null };
   } catch (error) {
     if (!(error instanceof MountPointError)) throw error;
-    // The others went: say which, from what is left.
+    // The others went: say which, from what is left in the store and what
+    // stayed in the trash (`layer-<id>-...`, named in the error).
     const after = new Set(store.list().map((l) => l.id));
-    const layers = [...before].filter((id) => !after.has(id)).sort(compareNames);
+    const stuck = (id: string) => error.tree.includes(`/${TRASH_DIR}/layer-${id}-`);
+    const layers = [...before].filter((id) => !after.has(id) && !stuck(id)).sort(compareNames);
     const bytes = layers.reduce((n, id) => n + (sizes.get(id) ?? 0), 0);
     return { layers, bytes, problem: error.withFix(AGAIN).message };
   }

@@ -18,6 +18,7 @@ import { type CliContext, runCli } from "./client/cli_program.ts";
 import { diffCommand } from "./client/diff_command.ts";
 import { registerEngineCommands } from "./client/engine_command.ts";
 import { registerKitsCommands } from "./client/kits_command.ts";
+import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
 import {
@@ -50,16 +51,24 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
     .description(
       "Delete this project's snapshot layers that no split and no snapshot chain needs.",
     )
+    .option(
+      "--all",
+      "remove everything marsh stored for this project: its splits, all layers, .marsh itself",
+    )
     .option("--dry-run", "say what would be deleted and how many bytes, delete nothing")
     .option("--json", 'print {"root","dry_run","removed":[ids],"bytes","kept"}')
     .addHelpText(
       "after",
       "\nA layer a split (kept ones included), a mounted fork or a later layer uses is never\n" +
         "deleted; `marsh splits rm ID` releases a split's layers.\n\n" +
-        "Examples:\n  marsh gc --dry-run\n  marsh gc\n",
+        "--all first removes every split of the project (refused, removing nothing, while\n" +
+        "one runs or awaits its join), then every layer, chain heads' included, and the\n" +
+        "rest of .marsh. Exit 0 when it is all gone, 2 when something was not removed.\n\n" +
+        "Examples:\n  marsh gc --dry-run\n  marsh gc\n  marsh gc --all --dry-run\n",
     )
-    .action(async (opts: { dryRun?: boolean; json?: boolean }) => {
-      setStatus(await gcCommand({ dryRun: opts.dryRun === true, json: opts.json === true }, io));
+    .action(async (opts: { all?: boolean; dryRun?: boolean; json?: boolean }) => {
+      const o = { dryRun: opts.dryRun === true, json: opts.json === true };
+      setStatus(await (opts.all === true ? gcAllCommand(o, io) : gcCommand(o, io)));
     });
 
   const daemon = userErrors(program.command("daemon"), "marsh daemon")

@@ -21,6 +21,7 @@ import type { CliIo, Signals } from "./io.ts";
 import { joinCommand } from "./join_command.ts";
 import { logsCommand } from "./logs_command.ts";
 import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./split_command.ts";
+import { splitsPruneCommand, splitsRmCommand } from "./prune_command.ts";
 import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
 
 const enc = new TextEncoder();
@@ -153,9 +154,12 @@ Examples:
 `;
 
 const SPLITS_HELP = `
-Lists splits as a tree: per split its state, creation time and directory,
-then per branch its state, placement, status, changed-file count, job id and
-trust flag, and why a split was kept or cancelled.
+Lists the splits of the project you are in (found as marsh split finds it:
+the nearest directory up with a .git, else this one), as a tree: per split
+its state, creation time and directory, then per branch its state,
+placement, status, changed-file count, job id and trust flag, and why a
+split was kept or cancelled. --all lists every project's; an ID shows that
+split wherever it is.
 
 A running branch whose shell exited while processes it started still run (a
 \`setsid\` daemon, a background job) is held until they end: the listing names
@@ -164,10 +168,27 @@ them (pid and command) under the branch, with the time its shell exited
 
 Examples:
   marsh splits
+  marsh splits --all --json
   marsh splits --json 01J9Z
   marsh splits cancel 01J9Z
   marsh splits cancel 01J9Z tests
-  marsh splits rm 01J9Z
+  marsh splits rm 01J9Z 7kq2m
+  marsh splits prune --older-than 3d
+`;
+
+const PRUNE_HELP = `
+Removes this project's finished splits: joined, kept and cancelled ones
+(never a running, awaiting or uncertain one; remove an uncertain one by its
+id). Each is removed as marsh splits rm ID removes it, or refused with its
+reason on stderr; the others still go. Exit 0 when every one chosen was
+removed, 2 when one was not.
+
+D: a whole number and a unit, s, m, h, d or w (30m, 2h, 3d).
+
+Examples:
+  marsh splits prune --dry-run
+  marsh splits prune --older-than 2h
+  marsh splits prune --all --json
 `;
 
 const LOGS_HELP = `
@@ -227,6 +248,8 @@ function buildProgram(
     .description(
       "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
     )
+    // Each command's options are its own: `splits` passes `rm --json` on to `rm`.
+    .enablePositionalOptions()
     .exitOverride();
 
   userErrors(program.command("split"), "marsh split")
@@ -305,13 +328,18 @@ function buildProgram(
     });
 
   const splits = userErrors(program.command("splits"), "marsh splits")
-    .description("List splits, or cancel or remove one.")
-    .usage("[--json] [ID] | cancel ID [LABEL] | rm ID")
-    .option("--json", 'print {"splits":[<manifest>...]}')
+    .description("List this project's splits; cancel, remove or prune them.")
+    .usage("[--all] [--json] [ID] | cancel ID [LABEL] | rm ID... | prune [--older-than D]")
+    // `rm --json` and `prune --all` are the subcommand's options, not the listing's.
+    .enablePositionalOptions()
+    .option("--all", "every project's splits, not only this one's")
+    .option("--json", 'print {"splits":[<manifest>...],"root":"<project>"}')
     .argument("[ID]", "only this split")
     .addHelpText("after", SPLITS_HELP)
-    .action(async (id: string | undefined, opts: { json?: boolean }) => {
-      setStatus(await splitsListCommand({ json: opts.json === true, id }, ctx.io));
+    .action(async (id: string | undefined, opts: { json?: boolean; all?: boolean }) => {
+      setStatus(
+        await splitsListCommand({ json: opts.json === true, id, all: opts.all === true }, ctx.io),
+      );
     });
   userErrors(splits.command("cancel"), "marsh splits cancel")
     .description(
@@ -328,10 +356,35 @@ function buildProgram(
       setStatus(await splitsActionCommand("cancel", id, ctx.io, undefined, label))
     );
   userErrors(splits.command("rm"), "marsh splits rm")
-    .description("Remove a kept or finished split: its forks, store and out/.")
-    .argument("<ID>", "the split")
-    .addHelpText("after", "\nExample:\n  marsh splits rm 01J9Z\n")
-    .action(async (id: string) => setStatus(await splitsActionCommand("rm", id, ctx.io)));
+    .description("Remove kept or finished splits: their forks, store, out/ and records.")
+    .argument("<ID...>", "the splits")
+    .option("--json", 'print {"removed":[{"id","message"}],"failed":[{"id","reason"}]}')
+    .addHelpText(
+      "after",
+      "\nEach ID is removed or refused on its own, in the order given; a refusal (on\n" +
+        "stderr) does not stop the others. Exit 0 when every one was removed, else 2.\n\n" +
+        "Example:\n  marsh splits rm 01J9Z 7kq2m\n",
+    )
+    .action(async (ids: string[], opts: { json?: boolean }) =>
+      setStatus(await splitsRmCommand(ids, { json: opts.json === true }, ctx.io))
+    );
+  userErrors(splits.command("prune"), "marsh splits prune")
+    .description("Remove this project's finished splits (joined, kept, cancelled).")
+    .option("--older-than <D>", "only splits created more than D ago (30m, 2h, 3d)")
+    .option("--all", "every project's finished splits")
+    .option("--dry-run", "say what would be removed, remove nothing")
+    .option("--json", 'print {"root","dry_run","removed":[...],"failed":[...]}')
+    .addHelpText("after", PRUNE_HELP)
+    .action(async (opts: { olderThan?: string; all?: boolean; dryRun?: boolean; json?: boolean }) =>
+      setStatus(
+        await splitsPruneCommand({
+          all: opts.all === true,
+          dryRun: opts.dryRun === true,
+          json: opts.json === true,
+          ...(opts.olderThan === undefined ? {} : { olderThan: opts.olderThan }),
+        }, ctx.io),
+      )
+    );
 
   userErrors(program.command("logs"), "marsh logs")
     .description("Print a branch's stdout and stderr; with -f, follow it until it ends.")

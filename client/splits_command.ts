@@ -1,7 +1,7 @@
 /**
- * `marsh splits [--json] [ID]`, `marsh splits cancel ID`, `marsh splits rm
- * ID`: the splits the caller may see, as a tree, and the operator's
- * cancel and remove (spec 000 §2, §5, §13 "Retention").
+ * `marsh splits [--all] [--json] [ID]`, `marsh splits cancel ID`: the splits
+ * the caller may see, as a tree, and the operator's cancel (removal is
+ * `prune_command.ts`).
  *
  * Needs what {@linkcode connectDaemon} needs.
  *
@@ -11,30 +11,49 @@
 import type { Lingering, Manifest } from "../protocol/manifest.ts";
 import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
 import type { CliIo } from "./io.ts";
+import { currentDir } from "./prune_command.ts";
 
 const enc = new TextEncoder();
 
 /**
- * Lists splits (one, with `id`) and returns the exit status.
+ * Lists splits and returns the exit status: one with `id`; every project's
+ * with `all`; else the current project's, which the daemon locates from
+ * the cwd as `marsh split` does.
  *
  * @throws {CliError} with the daemon's message and status when it refuses
  */
 export async function splitsListCommand(
-  opts: { readonly json: boolean; readonly id?: string },
+  opts: { readonly json: boolean; readonly id?: string; readonly all?: boolean },
   io: CliIo,
   connect: () => Promise<DaemonConnection> = connectDaemon,
 ): Promise<number> {
+  const scoped = opts.id === undefined && opts.all !== true;
+  const cwd = scoped ? currentDir(io, "marsh splits", "cd into a project, or give --all") : null;
   await using conn = await connect();
   const reply = await request(
     conn,
-    opts.id === undefined ? { v: 1, t: "splits.list" } : { v: 1, t: "splits.list", id: opts.id },
+    {
+      v: 1,
+      t: "splits.list",
+      ...(opts.id === undefined ? {} : { id: opts.id }),
+      ...(cwd === null ? {} : { cwd }),
+    },
     ["splits"],
     "marsh splits",
     io.error,
   );
-  const text = opts.json
-    ? `${JSON.stringify({ splits: reply.splits })}\n`
-    : formatSplits(reply.splits);
+  let text: string;
+  if (opts.json) {
+    const root = reply.root === undefined ? {} : { root: reply.root };
+    text = `${JSON.stringify({ splits: reply.splits, ...root })}\n`;
+  } else if (reply.splits.length === 0 && reply.root !== undefined) {
+    const n = reply.elsewhere ?? 0;
+    text = `no splits in ${reply.root}${
+      n > 0 ? `; ${n} in other projects (marsh splits --all)` : ""
+    }\n`;
+  } else {
+    text = formatSplits(reply.splits);
+  }
   await io.write(enc.encode(text));
   return 0;
 }

@@ -40,6 +40,7 @@ import {
   writeChildren,
 } from "./children.ts";
 import { JobClientBundle } from "./job_capability.ts";
+import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
 import { Log } from "./log.ts";
@@ -277,6 +278,7 @@ async function main(): Promise<number> {
   });
   server.attachKits(new KitRegistry({ journal, home, log }));
   server.attachJobs(jobs);
+  server.attachHousekeeping(new Housekeeping({ splits, splitfs, journal, home, log }));
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

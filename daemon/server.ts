@@ -21,6 +21,7 @@ import {
 import type { ClientFrame, GcReply, LogsRequest } from "../protocol/daemon.ts";
 import { MAX_JOB_CONNECTIONS, TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
 import { type Authority, Conn } from "./conn.ts";
+import type { Housekeeping } from "./housekeeping.ts";
 import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
@@ -96,6 +97,7 @@ export class Server implements BranchSockets {
   #hooks: ServerHooks | null = null;
   #kits: KitRegistry | null = null;
   #jobs: KitJobs | null = null;
+  #housekeeping: Housekeeping | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -116,6 +118,11 @@ export class Server implements BranchSockets {
     this.#kits = kits;
   }
 
+  /** Wires `marsh splits` of one project, `marsh splits prune` and `marsh gc --all`. */
+  attachHousekeeping(housekeeping: Housekeeping): void {
+    this.#housekeeping = housekeeping;
+  }
+
   /** Wires `marsh jobs` and `marsh workers reset`. */
   attachJobs(jobs: KitJobs): void {
     this.#jobs = jobs;
@@ -126,6 +133,13 @@ export class Server implements BranchSockets {
       throw new RequestError(125, "Kit jobs are not available in this daemon");
     }
     return this.#jobs;
+  }
+
+  #chores(): Housekeeping {
+    if (this.#housekeeping === null) {
+      throw new RequestError(125, "housekeeping is not available in this daemon");
+    }
+    return this.#housekeeping;
   }
 
   #registry(): KitRegistry {
@@ -270,7 +284,20 @@ export class Server implements BranchSockets {
       case "split.join":
         return await splits.join(conn, frame);
       case "splits.list":
-        await conn.send({ v: 1, t: "splits", splits: splits.list(conn.authority, frame.id) });
+        await conn.send({
+          v: 1,
+          t: "splits",
+          ...(this.#housekeeping === null
+            ? { splits: splits.list(conn.authority, frame.id) }
+            : await this.#housekeeping.list(conn.authority, frame)),
+        });
+        return;
+      case "splits.prune":
+        await conn.send({
+          v: 1,
+          t: "splits.pruned",
+          ...await this.#chores().prune(conn.authority, frame),
+        });
         return;
       case "splits.cancel":
         await conn.send({
@@ -292,6 +319,16 @@ export class Server implements BranchSockets {
           throw new RequestError(2, "only the host may collect snapshot layers");
         }
         await conn.send({ v: 1, t: "gc", ...await hooks.gc(frame.cwd, frame.dryRun) });
+        return;
+      case "gc.all":
+        if (conn.authority.kind !== "host") {
+          throw new RequestError(2, "only the host may remove what marsh stored for a project");
+        }
+        await conn.send({
+          v: 1,
+          t: "gc.all",
+          ...await this.#chores().gcAll(conn.authority, frame),
+        });
         return;
       case "daemon.stop":
         if (conn.authority.kind !== "host") {

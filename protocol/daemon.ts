@@ -11,6 +11,15 @@
  * @module
  */
 
+import {
+  type GcAllReply,
+  type GcAllRequest,
+  HousekeepingFrameError,
+  housekeepingReplyOk,
+  parseHousekeepingRequest,
+  type PrunedReply,
+  type SplitsPruneRequest,
+} from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
@@ -94,6 +103,8 @@ export interface SplitsListRequest {
   readonly v: 1;
   readonly t: "splits.list";
   readonly id?: string;
+  /** The caller's cwd: only that project's splits (absent: every project's, `--all`). */
+  readonly cwd?: string;
 }
 
 /** `marsh splits cancel ID [LABEL]` / `marsh splits rm ID`. */
@@ -198,6 +209,8 @@ export type ClientFrame =
   | LogsRequest
   | SimpleRequest
   | GcRequest
+  | GcAllRequest
+  | SplitsPruneRequest
   | KitsAddRequest
   | KitsListRequest
   | KitsRmRequest
@@ -272,6 +285,10 @@ export interface SplitsReply {
   readonly v: 1;
   readonly t: "splits";
   readonly splits: readonly Manifest[];
+  /** The project listed, when the request named a cwd. */
+  readonly root?: string;
+  /** With `root`: how many splits the caller may see in other projects. */
+  readonly elsewhere?: number;
 }
 
 /** Bytes a branch wrote to one of its streams (base64), in order per stream. */
@@ -440,6 +457,8 @@ export type DaemonFrame =
   | LogsEndReply
   | StatusReply
   | GcReply
+  | GcAllReply
+  | PrunedReply
   | KitsReply
   | KitAddedReply
   | KitRemovedReply
@@ -477,7 +496,9 @@ function bool(x: Record<string, unknown>, key: string): boolean {
 
 function branchSpec(x: unknown): BranchSpec {
   if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
-  const label = str(x, "label", 256);
+  // Any string: the daemon checks it with the one label rule (labelProblem
+  // in splitfs/layout.ts), whose message names what is wrong with it.
+  const label = str(x, "label");
   if (x.kind === "shell") {
     const spec = { kind: "shell" as const, label, script: str(x, "script") };
     if (x.timeLimitS === undefined) return spec;
@@ -589,9 +610,20 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: "join.release", consumerStatus: s };
     }
     case "splits.list":
-      return x.id === undefined
-        ? { v: 1, t: "splits.list" }
-        : { v: 1, t: "splits.list", id: str(x, "id", 128) };
+      return {
+        v: 1,
+        t: "splits.list",
+        ...(x.id === undefined ? {} : { id: str(x, "id", 128) }),
+        ...(x.cwd === undefined ? {} : { cwd: str(x, "cwd", 4096) }),
+      };
+    case "splits.prune":
+    case "gc.all":
+      try {
+        return parseHousekeepingRequest(x);
+      } catch (error) {
+        if (error instanceof HousekeepingFrameError) throw new DaemonProtocolError(error.message);
+        throw error;
+      }
     case "splits.cancel":
       return x.label === undefined
         ? { v: 1, t: x.t, id: str(x, "id", 128) }
@@ -652,6 +684,8 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "logs.end",
     "status",
     "gc",
+    "gc.all",
+    "splits.pruned",
     "kits",
     "kits.added",
     "kits.removed",
@@ -684,6 +718,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   if (x.t === "logs.end") str(x, "state", 64);
   if (x.t === "kits" && (!Array.isArray(x.kits) || !x.kits.every(isKitInfo))) {
     throw new DaemonProtocolError("malformed kits frame: kits");
+  }
+  if ((x.t === "gc.all" || x.t === "splits.pruned") && !housekeepingReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if (x.t === "jobs" && !Array.isArray(x.jobs)) {
     throw new DaemonProtocolError("malformed jobs frame: jobs");

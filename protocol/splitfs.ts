@@ -15,6 +15,12 @@ import {
 } from "./processes.ts";
 import { type OutReadRequest, parseOutReadRequest } from "./out_read.ts";
 import { ProtocolError } from "./protocol_error.ts";
+import {
+  parsePurgedReply,
+  parsePurgeRequest,
+  type PurgedReply,
+  type PurgeRequest,
+} from "./purge.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const SPLITFS_PROTOCOL = 1;
@@ -307,7 +313,8 @@ export type SplitfsRequest =
   | GcRequest
   | ExportObjectsRequest
   | OutReadRequest
-  | ProcessRequest;
+  | ProcessRequest
+  | PurgeRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -484,6 +491,7 @@ export type SplitfsReply =
   | CapturedReply
   | ProbedReply
   | CollectedReply
+  | PurgedReply
   | ExportedReply
   | ProcessesReply
   | OutCheckedReply
@@ -714,6 +722,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return parseProcessRequest(x);
     case "out-read":
       return parseOutReadRequest(x);
+    case "purge":
+      return parsePurgeRequest(x);
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
 }
@@ -844,6 +854,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       return { v: 1, t: "ok" };
     case "proc-starts":
       return parseProcessesReply(x);
+    case "purged":
+      return parsePurgedReply(x);
     case "error":
       if (
         x.kind !== "input" && x.kind !== "rejected" && x.kind !== "replaced" &&

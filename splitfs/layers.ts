@@ -23,9 +23,12 @@
  *   (`index`, `meta.json` and `SEALED` are fsynced; the data files are left
  *   to writeback, since an fsync per file would cost more than the copy.)
  *
- * After sealing, `layers/<id>` is made `0o555`; nothing in a sealed layer is
- * ever modified by marsh, and a snapshot reuses a stack only after checking
- * each layer's data against its `stat` records. A chain's head,
+ * Nothing in a sealed layer is ever modified by marsh, and a snapshot reuses
+ * a stack only after checking each layer's data against its `stat` records
+ * (`layer_seal.ts`); the files marsh writes there are `0o444`. `layers/<id>`
+ * itself stays `0o755`: its mode protects nothing the seal does not (the
+ * owner could `chmod` it), and the owner can `rm -rf .marsh` without one
+ * (docs/guide.md "Snapshot layers and marsh gc"). A chain's head,
  * `layers/<chain>.head`, names its top layer and is replaced atomically; the
  * stack is found by following `parent`.
  *
@@ -439,11 +442,17 @@ export class LayerStore implements Disposable {
    * layer, and not in a chain head's stack; unsealed leftovers of a crash go
    * too. Each is unsealed first, then renamed into `.marsh/.trash` and
    * removed there, so a crash never leaves a half-deleted layer that looks
-   * valid. A dry run deletes nothing and reports the same.
+   * valid. A dry run deletes nothing and reports the same. With `heads`
+   * false (`marsh gc --all`), the chain heads' stacks go too; the head
+   * files stay for the caller.
    *
    * @returns the removed ids (sorted) and the bytes of their files
    */
-  collect(referenced: ReadonlySet<string>, dryRun: boolean): { removed: string[]; bytes: number } {
+  collect(
+    referenced: ReadonlySet<string>,
+    dryRun: boolean,
+    heads = true,
+  ): { removed: string[]; bytes: number } {
     const keep = new Set<string>();
     const keepStack = (top: string) => {
       // Follow parents without trusting seals: keeping too much is the safe side.
@@ -453,7 +462,7 @@ export class LayerStore implements Disposable {
       }
     };
     for (const id of referenced) if (LAYER_ID.test(id)) keepStack(id);
-    for (const e of this.#layers.entries()) {
+    for (const e of heads ? this.#layers.entries() : []) {
       if (!e.name.endsWith(HEAD_SUFFIX)) continue;
       const chain = e.name.slice(0, -HEAD_SUFFIX.length);
       const top = CHAIN.test(chain) ? this.#readHead(chain) : null;
@@ -772,7 +781,8 @@ export class LayerStore implements Disposable {
       // later snapshot that trusts the index).
       wrapper.syncFs();
       writeDurable(wrapper, SEALED, enc.encode(sealOf(metaBytes)));
-      wrapper.chmod(0o555);
+      // Readable by all, as the data is; writable by the owner (see the module's doc).
+      wrapper.chmod(0o755);
       cache.set(this.#cacheKey(id), walk.index);
       this.#writeHead(chain, id);
       return meta;

@@ -365,8 +365,13 @@ Deno.test({
   assert.equal(Deno.lstatSync(`${data}/src/f4.txt`).isCharDevice, true);
   assert.equal(Deno.lstatSync(`${data}/empty`).isDirectory, true);
   await assertStackIsLive(p, second);
-  // Sealed layers are read-only wrappers; the data keeps the live bits.
-  assert.equal(Deno.statSync(`${p.layersPath}/${second.layers[1]}`).mode! & 0o777, 0o555);
+  // A sealed layer's wrapper stays writable by its owner (so rm -rf .marsh works),
+  // its own files are read-only; the data keeps the live bits.
+  const wrapper = `${p.layersPath}/${second.layers[1]}`;
+  assert.equal(Deno.statSync(wrapper).mode! & 0o777, 0o755);
+  for (const name of ["SEALED", "index", "meta.json", "stat"]) {
+    assert.equal(Deno.statSync(`${wrapper}/${name}`).mode! & 0o777, 0o444, name);
+  }
   assert.equal(
     Deno.statSync(`${data}/src`).mode! & 0o777,
     Deno.statSync(`${p.sb.root}/src`).mode! & 0o777,

@@ -28,15 +28,38 @@ export const STORE_DIR = "store.git";
 /** Under a split: the results. */
 export const OUT_DIR = "out";
 
-const RESERVED = new Set([BASE_DIR, OUT_DIR, STORE_DIR, LAYERS_FILE]);
+/**
+ * Labels that name a split's own entries (a fork is `<split>/<label>`);
+ * docs/guide.md lists exactly these. Names starting with `.` (`.admin`,
+ * `.overlay`) are not labels at all.
+ */
+export const RESERVED_LABELS: ReadonlySet<string> = new Set([
+  BASE_DIR,
+  LAYERS_FILE,
+  OUT_DIR,
+  STORE_DIR,
+]);
+/** The longest label. */
+export const MAX_LABEL = 63;
 const LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+const LABEL_RULE =
+  `use 1-${MAX_LABEL} letters, digits, "_", "." or "-", starting with a letter or digit`;
+/** How much of an overlong label a message quotes. */
+const QUOTED = 32;
 
-/** The reason a label is unusable, or `null` when it is fine. */
+/**
+ * The reason a label is unusable, or `null` when it is fine. The one label
+ * rule: the daemon's frames carry any string as a label, so every caller
+ * gets this message, however long the label.
+ */
 export function labelProblem(label: string): string | null {
-  if (!LABEL.test(label)) {
-    return `invalid label "${label}": use 1-63 letters, digits, "_", "." or "-", starting with a letter or digit`;
+  if (label.length > MAX_LABEL) {
+    return `invalid label ${
+      JSON.stringify(label.slice(0, QUOTED))
+    }... is too long (${label.length} characters): ${LABEL_RULE}`;
   }
-  if (RESERVED.has(label)) return `invalid label "${label}": the name is reserved`;
+  if (!LABEL.test(label)) return `invalid label ${JSON.stringify(label)}: ${LABEL_RULE}`;
+  if (RESERVED_LABELS.has(label)) return `invalid label "${label}": the name is reserved`;
   return null;
 }
 

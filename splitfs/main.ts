@@ -36,6 +36,7 @@ import { MountError } from "./overlay.ts";
 import { killProcess, processStart } from "./processes.ts";
 import { ProjectLocks } from "./project_lock.ts";
 import { locateProject } from "./project_root.ts";
+import { purgeProject } from "./purge.ts";
 import { unmountSplit } from "./split_mounts.ts";
 import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
 
@@ -247,6 +248,11 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       locks.holdIfPresent(root);
       const r = collectLayers(root, req.dryRun);
       send({ v: 1, t: "collected", ...r });
+      return;
+    }
+    case "purge": {
+      const r = purgeProject(req.root, locks, { known: new Set(req.known), dryRun: req.dryRun });
+      send({ v: 1, t: "purged", ...r });
       return;
     }
     case "export-objects": {

@@ -123,6 +123,25 @@ export class ProjectLocks {
   }
 
   /**
+   * Deletes the lock file of the project whose `.marsh` is open as `marsh`,
+   * then drops the lock (`marsh gc --all`): unlinked while still held, so no
+   * other daemon locks the file that is going. The caller holds it ({@linkcode hold}).
+   *
+   * @throws {Error} when this service does not hold that lock file
+   */
+  removeHeld(marsh: Dir, root: string): void {
+    const st = marsh.statAt(PROJECT_LOCK_FILE);
+    const key = st === null ? "" : `${st.dev}:${st.ino}`;
+    const file = this.#held.get(key);
+    if (file === undefined) {
+      throw new Error(`${root}/${MARSH_DIR}/${PROJECT_LOCK_FILE} is not held by this service`);
+    }
+    marsh.unlink(PROJECT_LOCK_FILE);
+    this.#held.delete(key);
+    file.close();
+  }
+
+  /**
    * {@linkcode hold} for a project named by its root, when `<root>/.marsh`
    * is a directory; otherwise nothing: the caller's own checks say what is
    * gone or replaced.

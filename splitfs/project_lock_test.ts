@@ -146,3 +146,32 @@ Deno.test("parseHolder: only a pid and an absolute, printable home", () => {
     ]
   ) assert.equal(parseHolder(enc.encode(junk)), null, junk);
 });
+
+Deno.test(
+  {
+    name: "ProjectLocks: removeHeld deletes the held lock file and drops the lock",
+    permissions: perms,
+  },
+  async () => {
+    using p = project();
+    const locks = new ProjectLocks({ pid: 4242, home: "/h" });
+    {
+      using marsh = Dir.openAbsolute(`${p.root}/.marsh`);
+      assert.throws(() => locks.removeHeld(marsh, p.root), /is not held by this service/);
+      locks.hold(marsh, p.root);
+      locks.removeHeld(marsh, p.root);
+    }
+    assert.equal(locks.size, 0);
+    assert.deepEqual([...Deno.readDirSync(`${p.root}/.marsh`)], []);
+    // Nobody holds the project now: another holder takes a new lock file at once.
+    Deno.writeTextFileSync(`${p.root}/.marsh/lock`, "");
+    const other = await otherHolder(`${p.root}/.marsh/lock`);
+    try {
+      const locked = refusal(() => hold(locks, p.root));
+      assert.equal(locked.root, p.root);
+    } finally {
+      other.kill("SIGKILL");
+      await other.status;
+    }
+  },
+);

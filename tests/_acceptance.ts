@@ -282,9 +282,9 @@ export class Sandbox implements AsyncDisposable {
     return finish(this.#command("git", [...args], {}), `git ${args.join(" ")}`);
   }
 
-  /** `marsh splits --json`. */
+  /** `marsh splits --all --json`: every split of this sandbox's daemon, whatever the project. */
   async splits(): Promise<Manifest[]> {
-    const r = await this.marsh(["splits", "--json"]);
+    const r = await this.marsh(["splits", "--all", "--json"]);
     assert.equal(r.code, 0, show(r));
     return (JSON.parse(r.stdout) as { splits: Manifest[] }).splits;
   }

@@ -626,3 +626,52 @@ Deno.test({
   assert.equal(rm.code, 0, show(rm));
   assert.ok(!exists(m.dir));
 });
+
+Deno.test({
+  name:
+    "unprivileged: nobody's rm -rf .marsh removes it all, with layers, a kept split and its overlay dirs",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  // Two snapshots (two layers), a joined split and a kept one, whose overlay
+  // upper and work dirs (the kernel's work/work is mode 0) stay on disk.
+  await roundTrip(w);
+  const split = await w.marsh(["split", "-n", "-b", "k=echo k > k.txt"]);
+  assert.equal(split.code, 0, show(split));
+  const keep = await w.marsh(["join", "--keep", "--", "true"], { stdin: split.stdout });
+  assert.equal(keep.code, 0, show(keep));
+  const kept = await w.manifest(handleId(split.stdout));
+  assert.equal(kept.branches[0]?.fork_strategy, "userns-overlay");
+  await w.stopDaemon();
+  const layers = [...Deno.readDirSync(`${w.project}/.marsh/layers`)]
+    .filter((e) => /^[a-z0-9]{8,24}$/.test(e.name));
+  assert.equal(layers.length, 2);
+  assert.ok(exists(`${kept.dir}/.overlay/k/work`));
+  const rm = await w.bash("rm -rf .marsh");
+  assert.equal(rm.code, 0, show(rm));
+  assert.ok(!exists(`${w.project}/.marsh`));
+  assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
+});
+
+Deno.test({
+  name:
+    "unprivileged: nobody's marsh gc --all removes a kept userns-overlay split, every layer and .marsh",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  await roundTrip(w);
+  const split = await w.marsh(["split", "-n", "-b", "k=echo k > k.txt"]);
+  assert.equal(split.code, 0, show(split));
+  const keep = await w.marsh(["join", "--keep", "--", "true"], { stdin: split.stdout });
+  assert.equal(keep.code, 0, show(keep));
+  const kept = await w.manifest(handleId(split.stdout));
+  const svc = await w.service();
+  assert.deepEqual(await mountsOf(svc.pid, kept.dir), [`${kept.dir}/base`, `${kept.dir}/k`]);
+  const gc = await w.marsh(["gc", "--all"]);
+  assert.equal(gc.code, 0, show(gc));
+  assert.match(gc.stdout, /^removed 2 splits and 2 snapshot layers \(/m);
+  assert.ok(!exists(`${w.project}/.marsh`), show(gc));
+  assert.deepEqual(await mountsOf(svc.pid, w.project), [], "its overlays were unmounted");
+  assert.equal((await w.marsh(["splits", "--all"])).stdout, "no splits\n");
+  assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
+});

@@ -172,11 +172,12 @@ both("stdin is the spool, or empty", async ({ w, run, read, sb }) => {
 });
 
 both("settled waits for a background writer", async ({ w, run, sb }) => {
-  const a = await run("(sleep 2; echo late > late.txt) >/dev/null 2>&1 </dev/null & exit 0");
+  const a = await run("(sleep 3; echo late > late.txt) >/dev/null 2>&1 </dev/null & exit 0");
   await w.wait((e) => e.t === "exited" && e.attempt === a);
   assert.equal(exists(`${sb.fork}/late.txt`), false, "the writer is still sleeping at exit");
   const events = await w.finish(a);
-  // The writer outlived bash by a second: it is named while the attempt waits for it.
+  // The writer outlives bash by 3 s, well past the supervisor's first look (about 1 s):
+  // it is named while the attempt waits for it.
   assert.deepEqual(kinds(events), ["launched", "exited", "lingering", "settled"]);
   assert.equal(Deno.readTextFileSync(`${sb.fork}/late.txt`), "late\n");
 });
@@ -560,11 +561,13 @@ Deno.test({
     attempt: a,
     cwd: sb.fork,
     env: { PATH: "/usr/bin:/bin", CG: `${CGROUP_BASE}/${a}` },
-    script: 'mkdir "$CG/inner" && (echo $BASHPID > "$CG/inner/cgroup.procs"; sleep 1; ' +
+    // 3 s: well past the supervisor's first look (about 1 s after bash exits), so the
+    // process in the inner group is reported as lingering every time, never by luck.
+    script: 'mkdir "$CG/inner" && (echo $BASHPID > "$CG/inner/cgroup.procs"; sleep 3; ' +
       "echo z > inner.txt) >/dev/null 2>&1 </dev/null & exit 0",
   });
   const events = await w.finish(a);
-  assert.deepEqual(kinds(events), ["launched", "exited", "settled"]);
+  assert.deepEqual(kinds(events), ["launched", "exited", "lingering", "settled"]);
   assert.equal(Deno.readTextFileSync(`${sb.fork}/inner.txt`), "z\n");
   assert.equal(await existsOutsideDeno(`${CGROUP_BASE}/${a}`), false);
 });

@@ -355,7 +355,18 @@ export async function waitUntilGone(
 ): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const conn = await tryConnect(sock);
+    let conn: DaemonConnection | null;
+    try {
+      conn = await tryConnect(sock);
+    } catch (error) {
+      // A daemon closing its socket can reset a connect that raced it: it is going.
+      if (!(error instanceof CliError && error.cause instanceof Deno.errors.ConnectionReset)) {
+        throw error;
+      }
+      if (Date.now() >= deadline) return false;
+      await delay(POLL_MS);
+      continue;
+    }
     if (!conn) return true;
     conn.close();
     if (Date.now() >= deadline) return false;

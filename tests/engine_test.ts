@@ -14,6 +14,7 @@ import { assembleRootfs } from "../engine/rootfs.ts";
 import { engineFlags, kitBuildFlags } from "../engine/flags.ts";
 import { enginePaths } from "../engine/private_engine.ts";
 import { ROOT, show } from "./_acceptance.ts";
+import { ensureBusybox } from "./_setup.ts";
 import {
   cliEnv,
   dockerRun,
@@ -114,6 +115,7 @@ Deno.test({
   permissions: PERMS,
 }, async () => {
   const socket = await ensureEngine();
+  await ensureBusybox();
   const home = await Deno.makeTempDir({ prefix: "marsh-home-" });
   const env = cliEnv({ MARSH_HOME: home, DOCKER_HOST: `unix://${socket}` });
   try {

@@ -218,6 +218,16 @@ export async function listImages(
   return JSON.parse(await apiChild(socket, ["images", reference]));
 }
 
+/** `DockerApi.tagImage(name, repo:tag)` in a child process. */
+export async function tagImage(socket: string, name: string, ref: string): Promise<void> {
+  await apiChild(socket, ["tag", name, ref]);
+}
+
+/** `DockerApi.removeImage(name)` in a child process (a tag of an image with others: untagged). */
+export async function removeImage(socket: string, name: string): Promise<boolean> {
+  return JSON.parse(await apiChild(socket, ["rmi", name]));
+}
+
 /** The containers (running or not) carrying every one of `labels` (`KEY=VALUE` or `KEY`). */
 export async function listContainers(
   socket: string,
@@ -269,6 +279,13 @@ if (import.meta.main) {
     result = await api.inspectImage(rest[0]!);
   } else if (verb === "images") {
     result = await api.listImages({ reference: rest[0]! });
+  } else if (verb === "tag") {
+    const [name, ref] = rest;
+    const at = ref!.lastIndexOf(":");
+    await api.tagImage(name!, { repo: ref!.slice(0, at), tag: ref!.slice(at + 1) });
+    result = null;
+  } else if (verb === "rmi") {
+    result = await api.removeImage(rest[0]!);
   } else if (verb === "containers") {
     result = await api.listContainers(rest);
   } else if (verb === "rm") {

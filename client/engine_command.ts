@@ -180,8 +180,10 @@ Builds a Kit image without any registry: a root filesystem of this host's
 files (busybox with its applets, each --bin program with every shared
 library it needs, the libraries the host deno needs, each --file copy, and
 /etc/passwd, /etc/group, /tmp and /home/kit), imported into the engine as
-marsh-kit/NAME:<12 hex of the tar's sha256>. Prints the image id. The same
-inputs give the same tag: building again imports nothing.
+marsh-kit/NAME:<12 hex of the tar's sha256>, and tagged marsh-kit/NAME:latest
+too, so \`marsh kits add KIT --image NAME\` finds it. Prints the image id, and
+the next command on stderr. The same inputs give the same tag: building again
+imports nothing.
 
 NAME: 1-63 lowercase letters, digits and '-', starting with a letter.
 --file SRC:DST copies a host file or directory to the absolute path DST.

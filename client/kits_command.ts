@@ -65,6 +65,8 @@ export interface KitsAddOptions {
 export interface KitCheck {
   /** `sha256:…`, the engine's id for the image. */
   readonly imageId: string;
+  /** The reference found: `--image` as given, or `marsh-kit/NAME:latest` for a Kit name. */
+  readonly image: string;
   /** The real path of `--home`, or null when none was given. */
   readonly home: string | null;
 }
@@ -130,11 +132,14 @@ export const engineKitCheck: KitChecker = async (args, io) => {
   } catch (cause) {
     throw new CliError(`${WHO}: the engine check printed no result`, 125, { cause });
   }
-  const r = parsed as { image_id?: unknown; home?: unknown };
-  if (typeof r.image_id !== "string" || (r.home !== null && typeof r.home !== "string")) {
+  const r = parsed as { image_id?: unknown; image?: unknown; home?: unknown };
+  if (
+    typeof r.image_id !== "string" || typeof r.image !== "string" ||
+    (r.home !== null && typeof r.home !== "string")
+  ) {
     throw new CliError(`${WHO}: the engine check printed no result`, 125);
   }
-  return { imageId: r.image_id, home: r.home };
+  return { imageId: r.image_id, image: r.image, home: r.home };
 };
 
 /**
@@ -186,7 +191,7 @@ export async function kitsAddCommand(
       v: 1,
       t: "kits.add",
       name: opts.name,
-      image: opts.image,
+      image: checked.image,
       imageId: checked.imageId,
       entrypoint: fields.entrypoint,
       network: fields.network,
@@ -277,6 +282,7 @@ read-write at the image user's home (so agents keep settings between jobs).
 
 Examples:
   marsh kit build tools --from-host --bin git
+  marsh kits add tools --image tools
   marsh kits add tools --image marsh-kit/tools:0123abcd4567
   marsh kits ls
   marsh kits ls --json | jq '.kits[].name'
@@ -285,8 +291,9 @@ Examples:
 
 const KITS_ADD_HELP = `
 IMAGE must be in the engine marsh uses (DOCKER_HOST, else the private engine,
-else /var/run/docker.sock); its id is recorded. Nothing is registered when the
-image is missing or no engine answers.
+else /var/run/docker.sock); its id is recorded. A bare Kit name (probe-img)
+also finds the last \`marsh kit build\` of that name (marsh-kit/probe-img:latest).
+Nothing is registered when the image is missing or no engine answers.
 
 NAME: 1-63 lowercase letters, digits and '-', starting with a letter; not
 marsh, bash, sh or env.

@@ -115,7 +115,11 @@ interface DockerodeLike {
   importImage(file: Readable, opts: Record<string, unknown>): Promise<Readable>;
   getImage(
     name: string,
-  ): { inspect(opts: { abortSignal?: AbortSignal }): Promise<Record<string, unknown>> };
+  ): {
+    inspect(opts: { abortSignal?: AbortSignal }): Promise<Record<string, unknown>>;
+    tag(opts: { repo: string; tag: string }): Promise<unknown>;
+    remove(opts: { noprune: boolean }): Promise<unknown>;
+  };
   listImages(opts: Record<string, unknown>): Promise<Record<string, unknown>[]>;
   createContainer(opts: Record<string, unknown>): Promise<{ id: string }>;
   getContainer(id: string): ContainerLike;
@@ -330,6 +334,33 @@ export class DockerApi {
       size: typeof raw.Size === "number" ? raw.Size : 0,
       layers: strings(asRecord(raw.RootFS).Layers),
     };
+  }
+
+  /** `POST /images/{name}/tag` (`docker tag NAME repo:tag`); moves `repo:tag` when it exists. */
+  async tagImage(
+    name: string,
+    ref: { readonly repo: string; readonly tag: string },
+  ): Promise<void> {
+    await this.#call(
+      `tag ${name} as ${ref.repo}:${ref.tag}`,
+      () => this.#docker.getImage(name).tag({ repo: ref.repo, tag: ref.tag }),
+    );
+  }
+
+  /**
+   * `DELETE /images/{name}?noprune=1` (`docker rmi --no-prune NAME`): a tag
+   * of an image that has others is only untagged.
+   *
+   * @returns false when there was no such image
+   */
+  async removeImage(name: string): Promise<boolean> {
+    try {
+      await this.#docker.getImage(name).remove({ noprune: true });
+      return true;
+    } catch (error) {
+      if (asRecord(error).statusCode === 404) return false;
+      this.#fail(error, `remove image ${name}`);
+    }
   }
 
   /** `GET /images/json`, optionally filtered by `reference` (`repo`, `repo:tag`, globs) and labels. */

@@ -5,6 +5,8 @@
  * into the engine as `marsh-kit/<NAME>:<first 12 hex of the tar's
  * sha256>`. The same inputs on the same host give the same bytes, so the
  * same tag: when the engine has that tag already, nothing is imported.
+ * Either way the image is also tagged `marsh-kit/<NAME>:latest`, so
+ * `marsh kits add KIT --image NAME` finds it by the name it was built as.
  *
  * Needs what `assembleRootfs` and `DockerApi` need.
  *
@@ -12,7 +14,7 @@
  */
 
 import { createHash } from "node:crypto";
-import type { DockerApi } from "./docker_api.ts";
+import type { DockerApi, ImageInfo } from "./docker_api.ts";
 import { assembleRootfs, type FileCopy, IMAGE_PATH } from "./rootfs.ts";
 import { writeTar } from "./tar.ts";
 
@@ -49,6 +51,50 @@ export function kitTag(name: string, hex: string): { repo: string; tag: string; 
   return { repo, tag, ref: `${repo}:${tag}` };
 }
 
+/**
+ * `marsh-kit/<NAME>:latest`: the tag every build of Kit `name` also gets,
+ * so `marsh kits add --image NAME` finds the last build by its name.
+ */
+export function kitLatest(name: string): string {
+  return `${KIT_REPOSITORY_PREFIX}${name}:latest`;
+}
+
+/**
+ * The references `marsh kits add --image IMAGE` looks for, in order:
+ * IMAGE itself, and for a bare Kit name (`probe-img`) also the last Kit
+ * build of that name, {@linkcode kitLatest}.
+ */
+export function imageCandidates(image: string): string[] {
+  return KIT_NAME_RULE.test(image) ? [image, kitLatest(image)] : [image];
+}
+
+/**
+ * Finds `--image IMAGE` in the engine: IMAGE itself, or for a bare Kit
+ * name the last Kit build of that name ({@linkcode imageCandidates}).
+ *
+ * @returns the reference found and its image, or null when neither exists
+ * @throws {KitBuildError} when IMAGE and the Kit build are two different
+ *   images (the message says to name one in full)
+ */
+export async function findKitImage(
+  api: Pick<DockerApi, "inspectImage">,
+  image: string,
+): Promise<{ ref: string; info: ImageInfo } | null> {
+  const found: { ref: string; info: ImageInfo }[] = [];
+  for (const ref of imageCandidates(image)) {
+    const info = await api.inspectImage(ref);
+    if (info) found.push({ ref, info });
+  }
+  const [first, second] = found;
+  if (first && second && first.info.id !== second.info.id) {
+    throw new KitBuildError(
+      `--image ${JSON.stringify(image)} names two images: ${image}:latest and the Kit build ` +
+        `${second.ref}; give one in full (--image ${second.ref}, or --image ${image}:latest)`,
+    );
+  }
+  return first ?? null;
+}
+
 /** What to build. */
 export interface KitBuildRequest {
   readonly name: string;
@@ -68,6 +114,8 @@ export interface KitBuildResult {
   readonly id: string;
   /** `marsh-kit/<NAME>:<12 hex>` */
   readonly ref: string;
+  /** `marsh-kit/<NAME>:latest`, now on this image too. */
+  readonly latest: string;
   /** `sha256:<hex>` of the root filesystem tar. */
   readonly rootfs: string;
   readonly bytes: number;
@@ -90,9 +138,12 @@ export async function buildKit(api: DockerApi, req: KitBuildRequest): Promise<Ki
   const hex = createHash("sha256").update(tar).digest("hex");
   const rootfs = `sha256:${hex}`;
   const { repo, tag, ref } = kitTag(req.name, hex);
+  const latest = kitLatest(req.name);
   const existing = await api.inspectImage(ref);
   if (existing && existing.labels[ROOTFS_LABEL] === rootfs) {
-    return { id: existing.id, ref, rootfs, bytes: tar.length, built: false };
+    // The last build is this one again: `latest` follows it.
+    await api.tagImage(existing.id, { repo, tag: "latest" });
+    return { id: existing.id, ref, latest, rootfs, bytes: tar.length, built: false };
   }
   req.onProgress?.(`importing ${(tar.length / 1e6).toFixed(1)} MB as ${ref}`);
   const id = await api.importImage(tar, { repo, tag }, [
@@ -100,5 +151,6 @@ export async function buildKit(api: DockerApi, req: KitBuildRequest): Promise<Ki
     `LABEL ${KIT_LABEL}=${req.name} ${ROOTFS_LABEL}=${rootfs}`,
     'CMD ["/bin/sh"]',
   ]);
-  return { id, ref, rootfs, bytes: tar.length, built: true };
+  await api.tagImage(id, { repo, tag: "latest" });
+  return { id, ref, latest, rootfs, bytes: tar.length, built: true };
 }

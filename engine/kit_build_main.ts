@@ -4,7 +4,8 @@
  *
  *     kit_build_main.ts --socket=PATH [--progress] NAME [--bin PROG]... [--file SRC:DST]...
  *
- * Prints the image id on stdout and one summary line on stderr. Exit 0 on
+ * Prints the image id on stdout and, on stderr, one summary line and the
+ * next command (`next: marsh kits add NAME --image NAME`). Exit 0 on
  * success; 2 for a bad request, a missing input or no engine (nothing is
  * imported); 1 when the engine refuses the import.
  *
@@ -62,9 +63,13 @@ if (import.meta.main) {
     console.log(result.id);
     console.error(
       result.built
-        ? `${WHO}: built ${result.ref} (${(result.bytes / 1e6).toFixed(1)} MB)`
-        : `${WHO}: ${result.ref} is up to date`,
+        ? `${WHO}: built ${result.ref} (${
+          (result.bytes / 1e6).toFixed(1)
+        } MB), tagged ${result.latest}`
+        : `${WHO}: ${result.ref} is up to date, tagged ${result.latest}`,
     );
+    const name = positionals[0]!;
+    console.error(`next: marsh kits add ${name} --image ${name}`);
   } catch (error) {
     if (error instanceof KitBuildError || error instanceof RootfsError) fail(error.message, 2);
     if (error instanceof EngineUnreachableError) {

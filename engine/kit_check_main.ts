@@ -8,8 +8,10 @@
  *     kit_check_main.ts --socket=PATH --control-dir=DIR [--home=DIR] IMAGE
  *
  * Checks that `--home` (when given) is an existing directory whose real
- * path obeys `checkKitHome`, and that the engine has IMAGE. Prints one
- * JSON line, `{"image_id":"sha256:…","home":"<real path>"|null}`. Exit 0
+ * path obeys `checkKitHome`, and that the engine has IMAGE, or for a bare
+ * Kit name its last build `marsh-kit/NAME:latest` (`findKitImage`). Prints
+ * one JSON line,
+ * `{"image_id":"sha256:…","image":"<the reference found>","home":"<real path>"|null}`. Exit 0
  * on success; 2 for a bad request, a missing image or home, or no engine;
  * 1 when the engine fails the call. Nothing is registered here.
  *
@@ -19,6 +21,7 @@
 import { parseArgs } from "node:util";
 import { DockerApi, DockerApiError, EngineUnreachableError } from "./docker_api.ts";
 import { checkKitHome, checkKitImage, KitRuleError } from "../journal/kits.ts";
+import { findKitImage, imageCandidates, KitBuildError } from "./kit_build.ts";
 
 const WHO = "marsh kits add";
 
@@ -86,18 +89,19 @@ if (import.meta.main) {
     checkKitImage(image);
     const home = values.home === undefined ? null : checkHome(values.home, controlDir);
     const api = new DockerApi(values.socket);
-    const info = await api.inspectImage(image);
-    if (info === null) {
+    const found = await findKitImage(api, image);
+    if (found === null) {
+      const tried = imageCandidates(image).slice(1).map((ref) => ` (nor a Kit build ${ref})`);
       fail(
-        `no image ${JSON.stringify(image)} in the engine at ${values.socket}; ` +
+        `no image ${JSON.stringify(image)}${tried.join("")} in the engine at ${values.socket}; ` +
           "build one with `marsh kit build NAME --from-host`, or load it into that engine " +
           "(`docker load`, `docker pull`); nothing was registered",
         2,
       );
     }
-    console.log(JSON.stringify({ image_id: info.id, home }));
+    console.log(JSON.stringify({ image_id: found.info.id, image: found.ref, home }));
   } catch (error) {
-    if (error instanceof KitRuleError) fail(error.message, 2);
+    if (error instanceof KitRuleError || error instanceof KitBuildError) fail(error.message, 2);
     if (error instanceof EngineUnreachableError) {
       fail(
         `${error.message}: start a private engine with \`marsh engine start\`, or set ` +

@@ -291,6 +291,14 @@ export async function findOnPath(name: string, path: string): Promise<string | n
   return null;
 }
 
+/**
+ * The host's busybox: on `path`, else in /bin or /usr/bin (apt's
+ * `busybox-static` puts it there, and a caller's PATH may lack them).
+ */
+export async function findBusybox(path: string): Promise<string | null> {
+  return (await findOnPath("busybox", path)) ?? (await findOnPath("busybox", "/bin:/usr/bin"));
+}
+
 /** The host path of `--bin` value `bin`. */
 async function locate(bin: string, spec: RootfsSpec): Promise<string> {
   if (bin === "" || bin.includes("\0")) {
@@ -432,8 +440,7 @@ export async function assembleRootfs(spec: RootfsSpec): Promise<TarEntry[]> {
       // This host has no such directory; nothing to reproduce.
     }
   }
-  const busybox = (await findOnPath("busybox", spec.path)) ??
-    (await findOnPath("busybox", "/bin:/usr/bin"));
+  const busybox = await findBusybox(spec.path);
   if (!busybox) {
     throw new RootfsError(
       "busybox is not installed: run `apt-get install -y busybox-static` (as root)",

@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
 import { assembleRootfs, KIT_UID, parseFileCopy, RootfsError, type RootfsSpec } from "./rootfs.ts";
 import { type TarEntry, writeTar } from "./tar.ts";
+import { ensureBusybox } from "../tests/_setup.ts";
 
-const perms: Deno.PermissionOptions = { read: true, write: true, env: ["PATH", "MARSH_DENO"] };
+// run: the set-up installs busybox with apt when it is missing (tests/_setup.ts).
+const perms: Deno.PermissionOptions = {
+  read: true,
+  write: true,
+  env: ["PATH", "MARSH_DENO"],
+  run: ["id", "apt-get"],
+};
 
 function spec(over: Partial<RootfsSpec> = {}): RootfsSpec {
   return {
@@ -13,6 +20,12 @@ function spec(over: Partial<RootfsSpec> = {}): RootfsSpec {
     cwd: "/",
     ...over,
   };
+}
+
+/** `assembleRootfs(spec(over))` on a host that has busybox. */
+async function assemble(over: Partial<RootfsSpec> = {}): Promise<TarEntry[]> {
+  await ensureBusybox();
+  return await assembleRootfs(spec(over));
 }
 
 /** Follows the image's own symlinks, as a process inside it would. */
@@ -35,8 +48,8 @@ function lookup(entries: TarEntry[], path: string): TarEntry | undefined {
 }
 
 Deno.test({ name: "the same inputs give the same archive bytes", permissions: perms }, async () => {
-  const a = writeTar(await assembleRootfs(spec()));
-  const b = writeTar(await assembleRootfs(spec()));
+  const a = writeTar(await assemble());
+  const b = writeTar(await assemble());
   assert.deepEqual(a, b);
 });
 
@@ -44,7 +57,7 @@ Deno.test({
   name: "busybox, the programs, their libraries, deno's libraries and the users, nothing else",
   permissions: perms,
 }, async () => {
-  const entries = await assembleRootfs(spec());
+  const entries = await assemble();
   const paths = entries.map((e) => e.path);
   assert.deepEqual(paths, [...paths].sort(), "sorted");
   assert.equal(lookup(entries, "/bin/busybox")?.type, "file");
@@ -78,11 +91,11 @@ Deno.test({
     await Deno.writeTextFile(`${dir}/tree/sub/f`, "f");
     await Deno.symlink("sub/f", `${dir}/tree/link`);
     await Deno.writeTextFile(`${dir}/tool`, "#!/bin/bash\necho tool\n", { mode: 0o755 });
-    const entries = await assembleRootfs(spec({
+    const entries = await assemble({
       bins: ["./tool", "find"],
       cwd: dir,
       files: [parseFileCopy("app.conf:/etc/app.conf"), parseFileCopy(`${dir}/tree:/opt/tree`)],
-    }));
+    });
     const conf = lookup(entries, "/etc/app.conf");
     assert.ok(conf?.type === "file" && new TextDecoder().decode(conf.data) === "x=1\n");
     assert.equal(lookup(entries, "/opt/tree/sub/f")?.type, "file");
@@ -100,17 +113,17 @@ Deno.test(
   { name: "missing or clashing inputs are refused with the reason", permissions: perms },
   async () => {
     await assert.rejects(
-      assembleRootfs(spec({ bins: ["no-such-program-x"] })),
+      assemble({ bins: ["no-such-program-x"] }),
       RootfsError,
       "not found on PATH",
     );
     await assert.rejects(
-      assembleRootfs(spec({ files: [parseFileCopy("/etc/hostname:/etc/passwd")] })),
+      assemble({ files: [parseFileCopy("/etc/hostname:/etc/passwd")] }),
       RootfsError,
       "/etc/passwd is already in the image",
     );
     await assert.rejects(
-      assembleRootfs(spec({ files: [parseFileCopy("/no/such/file:/x")] })),
+      assemble({ files: [parseFileCopy("/no/such/file:/x")] }),
       RootfsError,
       "does not exist",
     );

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { unzlibSync } from "fflate";
 import { decodeBase85 } from "./base85.ts";
 import { binaryPatch, literalHunk } from "./binary_hunk.ts";
@@ -66,8 +67,9 @@ Deno.test("literalHunk() lines hold at most 52 bytes each", { permissions: {} },
   for (const line of full) assert.equal(line.length, 1 + 65);
 });
 
-Deno.test("binaryPatch() holds a forward then a reverse literal hunk", { permissions: {} }, () => {
-  fc.assert(
+Deno.test("binaryPatch() holds a forward then a reverse literal hunk", { permissions: {} }, (t) => {
+  assertProperty(
+    t,
     fc.property(
       fc.uint8Array({ maxLength: 400 }),
       fc.uint8Array({ maxLength: 400 }),

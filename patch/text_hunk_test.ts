@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { textHunks } from "./text_hunk.ts";
 import { git, tempDir, utf8 } from "./_testing.ts";
 
@@ -100,12 +101,13 @@ const editArb = fc.record({
 
 Deno.test("textHunks() matches git diff on unambiguous edits", {
   permissions: { read: true, write: true, run: ["git"], env: ["PATH"] },
-}, async () => {
+}, async (t) => {
   await using dir = await tempDir();
   const oldFile = join(dir.path, "old");
   const newFile = join(dir.path, "new");
   let fresh = 0;
-  await fc.assert(
+  await assertProperty(
+    t,
     fc.asyncProperty(
       fc.nat({ max: 60 }),
       fc.array(editArb, { maxLength: 5 }),

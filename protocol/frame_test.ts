@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { encodeFrame, FrameError, readFrames } from "./frame.ts";
 import { parseSplitfsReply, parseSplitfsRequest, ProtocolError } from "./splitfs.ts";
 
@@ -18,8 +19,9 @@ async function collect(chunks: Uint8Array[], max?: number): Promise<unknown[]> {
   return out;
 }
 
-Deno.test("frames round-trip whatever the chunking", async () => {
-  await fc.assert(
+Deno.test("frames round-trip whatever the chunking", async (t) => {
+  await assertProperty(
+    t,
     fc.asyncProperty(
       fc.array(fc.jsonValue(), { maxLength: 8 }),
       fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 8 }),
@@ -60,8 +62,9 @@ Deno.test("truncated and malformed frames are errors, never hangs", async () => 
   await assert.rejects(collect([notUtf8]), FrameError);
 });
 
-Deno.test("random bytes never crash the reader: a value or a FrameError", async () => {
-  await fc.assert(
+Deno.test("random bytes never crash the reader: a value or a FrameError", async (t) => {
+  await assertProperty(
+    t,
     fc.asyncProperty(fc.uint8Array({ maxLength: 300 }), async (bytes) => {
       try {
         await collect([bytes], 256);
@@ -73,7 +76,7 @@ Deno.test("random bytes never crash the reader: a value or a FrameError", async 
   );
 });
 
-Deno.test("request and reply parsers accept only their shapes", () => {
+Deno.test("request and reply parsers accept only their shapes", (t) => {
   assert.deepEqual(parseSplitfsRequest({ v: 1, t: "diff", old: "/a", new: "/b", files: false }), {
     v: 1,
     t: "diff",
@@ -96,7 +99,8 @@ Deno.test("request and reply parsers accept only their shapes", () => {
     () => parseSplitfsReply({ v: 1, t: "error", kind: "weird", message: "x" }),
     ProtocolError,
   );
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(fc.jsonValue(), (x) => {
       try {
         parseSplitfsRequest(x);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import {
   boundMessage,
   MAX_ENV_BYTES,
@@ -145,13 +146,14 @@ Deno.test({ name: "limits and graces are integers in range", permissions: "none"
   });
 });
 
-Deno.test({ name: "other versions, types and shapes are refused", permissions: "none" }, () => {
+Deno.test({ name: "other versions, types and shapes are refused", permissions: "none" }, (t) => {
   for (const bad of [null, [], "launch", 1, { ...launch, v: 2 }, { ...launch, v: "1" }]) {
     refused(bad, "version");
   }
   refused({ v: 1, t: "exec" }, "unknown request type");
   refused({ v: 1 }, "unknown request type");
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(fc.jsonValue(), (x) => {
       try {
         parseWorkerRequest(x);
@@ -166,7 +168,8 @@ Deno.test({ name: "other versions, types and shapes are refused", permissions: "
     }),
     { numRuns: 1000 },
   );
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(
       fc.record({
         v: fc.constant(1),

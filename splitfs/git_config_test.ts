@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { type GitConfig, parseGitBool, parseGitConfig } from "./git_config.ts";
 
 const gitPerms: Deno.PermissionOptions = {
@@ -161,8 +162,9 @@ Deno.test("parseGitBool reads Git booleans", () => {
   for (const [value, expected] of cases) assert.equal(parseGitBool(value), expected, `${value}`);
 });
 
-Deno.test("parseGitConfig never throws on random text", () => {
-  fc.assert(
+Deno.test("parseGitConfig never throws on random text", (t) => {
+  assertProperty(
+    t,
     fc.property(fc.string({ unit: "binary", maxLength: 300 }), (text) => {
       const c = parseGitConfig(text);
       assert.ok(c.error === null || c.error.startsWith("bad config line "));
@@ -232,10 +234,11 @@ Deno.test({
 Deno.test({
   name: "parseGitConfig reads what git config --list reads (random texts)",
   permissions: gitPerms,
-  async fn() {
+  async fn(t) {
     const dir = await Deno.makeTempDir({ prefix: "marsh-config-test-" });
     try {
-      await fc.assert(
+      await assertProperty(
+        t,
         fc.asyncProperty(configText, async (text) => {
           const ours = parseGitConfig(text);
           const git = await gitList(dir, text);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { parseGitConfig } from "./git_config.ts";
 import {
   globalConfigPaths,
@@ -453,8 +454,9 @@ const caseArb = fc.record({
 Deno.test({
   name: "IgnoreRules agrees with git on random trees and patterns",
   permissions: gitPerms,
-  async fn() {
-    await fc.assert(
+  async fn(t) {
+    await assertProperty(
+      t,
       fc.asyncProperty(caseArb, async (c) => {
         await using box = await sandbox();
         // Every proper prefix is a directory; a leaf is a file or an empty directory.

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import {
   fingerprint,
   fingerprintDiff,
@@ -292,9 +293,10 @@ function apply(root: string, op: Op): void {
 Deno.test({
   name: "each snapshot's mounted stack equals the live tree, and its root id is git write-tree's",
   permissions: perms,
-}, async () => {
+}, async (t) => {
   let runs = 0;
-  await fc.assert(
+  await assertProperty(
+    t,
     fc.asyncProperty(
       fc.array(fc.array(opArb, { maxLength: 6 }), { minLength: 1, maxLength: 7 }),
       fc.integer({ min: 2, max: 5 }),
@@ -513,7 +515,7 @@ Deno.test({
 Deno.test({
   name: "collect never removes a referenced layer, one below it, or a head's stack",
   permissions: perms,
-}, () => {
+}, (t) => {
   type Action =
     | { readonly a: "snap"; readonly chain: number }
     | { readonly a: "ref"; readonly pick: number }
@@ -531,7 +533,8 @@ Deno.test({
     { arbitrary: fc.record({ a: fc.constant("release" as const), pick: fc.nat() }), weight: 2 },
     { arbitrary: fc.record({ a: fc.constant("collect" as const) }), weight: 2 },
   );
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(fc.array(actionArb, { minLength: 1, maxLength: 25 }), (actions) => {
       using p = project();
       const referenced = new Set<string>();

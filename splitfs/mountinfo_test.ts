@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { Dir } from "./dir.ts";
 import {
   findMount,
@@ -59,11 +60,12 @@ Deno.test("parseMountinfo refuses lines that are not mountinfo", () => {
   ) throwsA(() => parseMountinfo(line), MountinfoFormatError);
 });
 
-Deno.test("mountinfo escapes of space, tab, newline and backslash round-trip", () => {
+Deno.test("mountinfo escapes of space, tab, newline and backslash round-trip", (t) => {
   assert.equal(unescapeMountField(enc.encode("/a\\040b\\011c\\012d\\134e")), "/a b\tc\nd\\e");
   // A backslash not followed by three octal digits is itself.
   assert.equal(unescapeMountField(enc.encode("/a\\9b\\04")), "/a\\9b\\04");
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(
       fc.array(
         fc.oneof(

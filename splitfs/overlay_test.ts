@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { writeChanges } from "./capture.ts";
 import { type CompareStats, compareTrees } from "./compare.ts";
 import { Dir } from "./dir.ts";
@@ -530,9 +531,10 @@ async function editBoth(ov: MadeFork, copy: MadeFork, ops: readonly Op[]): Promi
 Deno.test({
   name: "overlay fork: random edits give the copy fork's patch byte for byte, and git apply agrees",
   permissions: perms,
-}, async () => {
+}, async (t) => {
   let runs = 0, changed = 0;
-  await fc.assert(
+  await assertProperty(
+    t,
     fc.asyncProperty(
       stackArb,
       fc.array(opArb, { minLength: 1, maxLength: 10 }),

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import type { FileChange } from "../patch/change.ts";
 import { filesLine, writeFilePatch } from "../patch/writer.ts";
 import { BinarySummarizer, pathOfDiffLine } from "./render.ts";
@@ -107,7 +108,7 @@ Deno.test("BinarySummarizer names a quoted path as the files list does", () => {
   assert.equal(pathOfDiffLine("a/a b/c b/a b/c"), "a b/c");
 });
 
-Deno.test("BinarySummarizer: the output does not depend on how the input is cut", () => {
+Deno.test("BinarySummarizer: the output does not depend on how the input is cut", (t) => {
   const patch = patchOf(
     { path: "a.txt", old: file("one\n"), new: file("two\nGIT binary patch\n") },
     { path: "b.bin", old: null, new: file(binary) },
@@ -116,7 +117,8 @@ Deno.test("BinarySummarizer: the output does not depend on how the input is cut"
   );
   const whole = summarize(patch);
   assert.ok(whole.includes("+GIT binary patch\n"), "a content line is never a section title");
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(
       fc.array(fc.integer({ min: 0, max: patch.length }), { maxLength: 12 }),
       (cuts) => summarize(patch, cuts) === whole,
@@ -155,12 +157,13 @@ Deno.test("BinarySummarizer: a section cut short or without a literal hunk still
   assert.equal(summarize(enc.encode("")), "");
 });
 
-Deno.test("TerminalEscaper escapes C0, DEL and C1 controls but keeps \\n, \\t and UTF-8", () => {
+Deno.test("TerminalEscaper escapes C0, DEL and C1 controls but keeps \\n, \\t and UTF-8", (t) => {
   const input = enc.encode("a\x1b[31mred\x07\r\n\tb\x7f é £ \u009b2J ünï\x00");
   const want = "a\\x1b[31mred\\x07\\x0d\n\tb\\x7f é £ \\xc2\\x9b2J ünï\\x00";
   assert.equal(escape(input), want);
   for (let cut = 0; cut <= input.length; cut++) assert.equal(escape(input, [cut]), want);
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(
       fc.array(fc.integer({ min: 0, max: input.length }), { maxLength: 8 }),
       (cuts) => escape(input, cuts) === want,

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { gitOk, sandbox } from "./_testing.ts";
 import {
   blobId,
@@ -111,11 +112,12 @@ const treeArb = fc.letrec<{ dir: Record<string, Node> }>((tie) => ({
 Deno.test({
   name: "treeId equals git write-tree for random trees, empty directories and modes",
   permissions: perms,
-}, async () => {
+}, async (t) => {
   using sb = sandbox("marsh-tree-id-test-");
   const opts = { home: sb.home };
   let run = 0;
-  await fc.assert(
+  await assertProperty(
+    t,
     fc.asyncProperty(treeArb, async (tree) => {
       const dir = `${sb.top}/t${run++}`;
       writeTree(dir, tree);

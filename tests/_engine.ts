@@ -5,7 +5,9 @@
  * that is started once and then reused by every test file and run (stop it
  * with `MARSH_HOME=/tmp/marsh-test-engine ./marsh engine stop`). When
  * `dockerd` is missing and we are root it installs `docker.io` with apt
- * first. It never skips: no engine is a test failure (DESIGN.md §11).
+ * first, and {@linkcode fixtureKit} installs `busybox-static`
+ * (`tests/_setup.ts`). It never skips: no engine is a test failure
+ * (DESIGN.md §11).
  *
  * The test runner has no network permission, so engine API calls that a
  * test makes ({@linkcode dockerRun}) run in a child Deno process with
@@ -18,6 +20,7 @@
  */
 
 import { finish, MARSH, type Result, ROOT, show } from "./_acceptance.ts";
+import { type AptPackage, ensureAptPackage, ensureBusybox } from "./_setup.ts";
 
 /**
  * The shared test engine's control dir: `$MARSH_TEST_ENGINE_HOME`, else
@@ -65,48 +68,33 @@ export async function marsh(
   return await finish(child, `marsh ${args.join(" ")}`, timeoutMs);
 }
 
-async function run(cmd: string, args: string[]): Promise<Result> {
-  const child = new Deno.Command(cmd, { args, stdin: "null", stdout: "piped", stderr: "piped" })
-    .spawn();
-  return await finish(child, `${cmd} ${args.join(" ")}`, 600_000);
-}
-
-async function hasDockerd(): Promise<boolean> {
-  try {
-    return (await new Deno.Command("dockerd", {
-      args: ["--version"],
-      stdout: "null",
-      stderr: "null",
-    })
-      .output()).success;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw error;
-  }
-}
+/** dockerd, for the private test engine. */
+export const DOCKERD: AptPackage = {
+  pkg: "docker.io",
+  what: "dockerd (for the test engine)",
+  installed: async () => {
+    try {
+      return (await new Deno.Command("dockerd", {
+        args: ["--version"],
+        stdout: "null",
+        stderr: "null",
+      }).output()).success;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
+    }
+  },
+  otherwise: "or set DOCKER_HOST to an engine",
+};
 
 /**
  * Makes sure `dockerd` is installed: with apt (`docker.io`) when it is not
- * and we are root.
+ * and we are root (`tests/_setup.ts`).
  *
  * @throws {Error} when it is missing and cannot be installed
  */
 export async function ensureDockerd(): Promise<void> {
-  if (await hasDockerd()) return;
-  await withLock(async () => {
-    if (await hasDockerd()) return;
-    const uid = (await run("id", ["-u"])).stdout.trim();
-    if (uid !== "0") {
-      throw new Error(
-        "dockerd is not installed and the tests are not root: run `apt-get install -y docker.io` (as root), or set DOCKER_HOST to an engine",
-      );
-    }
-    for (const args of [["update", "-qq"], ["install", "-y", "-qq", "docker.io"]]) {
-      const r = await run("apt-get", args);
-      if (r.code !== 0) throw new Error(`apt-get ${args.join(" ")} failed\n${show(r)}`);
-    }
-    if (!(await hasDockerd())) throw new Error("docker.io is installed but dockerd is not on PATH");
-  });
+  await ensureAptPackage(DOCKERD);
 }
 
 /**
@@ -178,6 +166,7 @@ let fixture: Promise<{ id: string; ref: string }> | undefined;
  */
 export function fixtureKit(socket: string): Promise<{ id: string; ref: string }> {
   fixture ??= withLock(async () => {
+    await ensureBusybox();
     const home = await Deno.makeTempDir({ prefix: "marsh-home-" });
     try {
       const r = await marsh(
@@ -227,6 +216,16 @@ export async function listImages(
   reference: string,
 ): Promise<Record<string, unknown>[]> {
   return JSON.parse(await apiChild(socket, ["images", reference]));
+}
+
+/** `DockerApi.tagImage(name, repo:tag)` in a child process. */
+export async function tagImage(socket: string, name: string, ref: string): Promise<void> {
+  await apiChild(socket, ["tag", name, ref]);
+}
+
+/** `DockerApi.removeImage(name)` in a child process (a tag of an image with others: untagged). */
+export async function removeImage(socket: string, name: string): Promise<boolean> {
+  return JSON.parse(await apiChild(socket, ["rmi", name]));
 }
 
 /** The containers (running or not) carrying every one of `labels` (`KEY=VALUE` or `KEY`). */
@@ -280,6 +279,13 @@ if (import.meta.main) {
     result = await api.inspectImage(rest[0]!);
   } else if (verb === "images") {
     result = await api.listImages({ reference: rest[0]! });
+  } else if (verb === "tag") {
+    const [name, ref] = rest;
+    const at = ref!.lastIndexOf(":");
+    await api.tagImage(name!, { repo: ref!.slice(0, at), tag: ref!.slice(at + 1) });
+    result = null;
+  } else if (verb === "rmi") {
+    result = await api.removeImage(rest[0]!);
   } else if (verb === "containers") {
     result = await api.listContainers(rest);
   } else if (verb === "rm") {

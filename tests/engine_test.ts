@@ -14,6 +14,7 @@ import { assembleRootfs } from "../engine/rootfs.ts";
 import { engineFlags, kitBuildFlags } from "../engine/flags.ts";
 import { enginePaths } from "../engine/private_engine.ts";
 import { ROOT, show } from "./_acceptance.ts";
+import { ensureBusybox } from "./_setup.ts";
 import {
   cliEnv,
   dockerRun,
@@ -114,6 +115,7 @@ Deno.test({
   permissions: PERMS,
 }, async () => {
   const socket = await ensureEngine();
+  await ensureBusybox();
   const home = await Deno.makeTempDir({ prefix: "marsh-home-" });
   const env = cliEnv({ MARSH_HOME: home, DOCKER_HOST: `unix://${socket}` });
   try {
@@ -127,13 +129,18 @@ Deno.test({
     assert.ok(tag, show(a));
     assert.equal(b.code, 0, show(b));
     assert.equal(b.stdout, a.stdout);
-    assert.equal(b.stderr, `marsh kit build: ${tag} is up to date\n`);
+    assert.equal(
+      b.stderr,
+      `marsh kit build: ${tag} is up to date, tagged marsh-kit/fixture:latest\n` +
+        "next: marsh kits add fixture --image fixture\n",
+    );
 
     const info = await inspectImage(socket, tag);
     assert.ok(info, `no image ${tag}`);
     assert.equal(`${info.id}\n`, a.stdout);
     assert.equal((info.layers as string[]).length, 1, "one layer");
     assert.equal((info.labels as Record<string, string>)["marsh.kit"], "fixture");
+    assert.equal((await inspectImage(socket, "marsh-kit/fixture:latest"))?.id, info.id);
   } finally {
     await Deno.remove(home, { recursive: true });
   }

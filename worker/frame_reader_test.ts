@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { encodeFrame } from "../protocol/frame.ts";
 import { type FrameItem, readFrameItems } from "./frame_reader.ts";
 
@@ -67,8 +68,9 @@ Deno.test({
 
 Deno.test(
   { name: "frame reader: any chunking of good frames reads them all", permissions: "none" },
-  async () => {
-    await fc.assert(
+  async (t) => {
+    await assertProperty(
+      t,
       fc.asyncProperty(
         fc.array(fc.jsonValue(), { maxLength: 8 }),
         fc.array(fc.integer({ min: 1, max: 64 }), { minLength: 1, maxLength: 8 }),
@@ -91,8 +93,9 @@ Deno.test(
   },
 );
 
-Deno.test({ name: "frame reader: random bytes never throw", permissions: "none" }, async () => {
-  await fc.assert(
+Deno.test({ name: "frame reader: random bytes never throw", permissions: "none" }, async (t) => {
+  await assertProperty(
+    t,
     fc.asyncProperty(fc.uint8Array({ maxLength: 300 }), async (bytes) => {
       await collect([bytes], 64);
     }),

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { demux } from "../engine/docker_api.ts";
 import { Demuxer } from "./kit_demux.ts";
 
@@ -24,28 +25,33 @@ function concat(parts: readonly Uint8Array[]): Uint8Array {
 Deno.test({
   name: "Demuxer: any chunking gives what the whole-buffer demux gives",
   permissions: "none",
-}, () => {
-  fc.assert(fc.property(
-    fc.array(fc.tuple(fc.constantFrom(1, 2), fc.uint8Array({ maxLength: 40 })), { maxLength: 12 }),
-    fc.array(fc.integer({ min: 1, max: 30 }), { minLength: 1, maxLength: 20 }),
-    (frames, cuts) => {
-      const bytes = concat(frames.map(([k, p]) => frame(k, p)));
-      const d = new Demuxer();
-      const got = { stdout: [] as Uint8Array[], stderr: [] as Uint8Array[] };
-      let off = 0, i = 0;
-      while (off < bytes.length) {
-        const n = cuts[i++ % cuts.length]!;
-        for (const piece of d.push(bytes.subarray(off, off + n))) {
-          got[piece.stream].push(piece.bytes.slice());
+}, (t) => {
+  assertProperty(
+    t,
+    fc.property(
+      fc.array(fc.tuple(fc.constantFrom(1, 2), fc.uint8Array({ maxLength: 40 })), {
+        maxLength: 12,
+      }),
+      fc.array(fc.integer({ min: 1, max: 30 }), { minLength: 1, maxLength: 20 }),
+      (frames, cuts) => {
+        const bytes = concat(frames.map(([k, p]) => frame(k, p)));
+        const d = new Demuxer();
+        const got = { stdout: [] as Uint8Array[], stderr: [] as Uint8Array[] };
+        let off = 0, i = 0;
+        while (off < bytes.length) {
+          const n = cuts[i++ % cuts.length]!;
+          for (const piece of d.push(bytes.subarray(off, off + n))) {
+            got[piece.stream].push(piece.bytes.slice());
+          }
+          off += n;
         }
-        off += n;
-      }
-      const want = demux(bytes);
-      assert.deepEqual(concat(got.stdout), want.stdout);
-      assert.deepEqual(concat(got.stderr), want.stderr);
-      assert.ok(d.atBoundary);
-    },
-  ));
+        const want = demux(bytes);
+        assert.deepEqual(concat(got.stdout), want.stdout);
+        assert.deepEqual(concat(got.stderr), want.stderr);
+        assert.ok(d.atBoundary);
+      },
+    ),
+  );
 });
 
 Deno.test(

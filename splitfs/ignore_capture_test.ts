@@ -8,6 +8,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import { gitOk, gitProject, leaves, put, type Sandbox, sandbox, text } from "./_testing.ts";
 import { type CreateOptions, SplitWorkspace } from "./workspace.ts";
 
@@ -243,23 +244,14 @@ function pathIn(dir: string, name: string): string {
   return dir === "" ? name : `${dir}/${name}`;
 }
 
-/** A seed per run, printed, or `MARSH_SEED` to replay one. */
-function propertySeed(): number {
-  const given = Deno.env.get("MARSH_SEED");
-  const seed = given !== undefined ? Number(given) : Math.floor(Math.random() * 2 ** 31);
-  if (!Number.isSafeInteger(seed)) throw new Error(`MARSH_SEED is not an integer: ${given}`);
-  console.error(`property seed ${seed} (replay with MARSH_SEED=${seed})`);
-  return seed;
-}
-
 for (const forks of POLICIES) {
   Deno.test({
     name:
       `capture's file list equals git status after the same writes, on random ignore trees (forks: ${forks})`,
     permissions: perms,
-  }, async () => {
-    const seed = propertySeed();
-    await fc.assert(
+  }, async (t) => {
+    await assertProperty(
+      t,
       fc.asyncProperty(fixtureArb, async (c) => {
         using sb = sandbox();
         for (const d of DIRS) Deno.mkdirSync(pathIn(sb.root, d), { recursive: true });
@@ -315,7 +307,7 @@ for (const forks of POLICIES) {
         assert.deepEqual(ours, theirs.changed);
         assert.deepEqual(ours, await gitAddDryRun(sb));
       }),
-      { numRuns: 25, seed },
+      { numRuns: 25 },
     );
   });
 }

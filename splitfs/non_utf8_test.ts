@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
+import { assertProperty } from "../tests/_property.ts";
 import {
   exists,
   gitEnv,
@@ -72,33 +73,25 @@ Deno.test("decodeEscaped decodes UTF-8 and keeps every other byte apart", () => 
   );
 });
 
-Deno.test("decodeEscaped maps different bytes to different strings, and UTF-8 as TextDecoder does", () => {
+Deno.test("decodeEscaped maps different bytes to different strings, and UTF-8 as TextDecoder does", (t) => {
   const dec = new TextDecoder("utf-8", { ignoreBOM: true });
   const enc = new TextEncoder();
-  const seed = propertySeed();
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(fc.uint8Array({ maxLength: 12 }), fc.uint8Array({ maxLength: 12 }), (a, b) => {
       const same = a.length === b.length && a.every((x, i) => x === b[i]);
       assert.equal(decodeEscaped(a) === decodeEscaped(b), same);
     }),
-    { seed, numRuns: 2000 },
+    { numRuns: 2000 },
   );
-  fc.assert(
+  assertProperty(
+    t,
     fc.property(fc.string({ unit: "grapheme" }), (s) => {
       assert.equal(decodeEscaped(enc.encode(s)), dec.decode(enc.encode(s)));
     }),
-    { seed, numRuns: 500 },
+    { numRuns: 500 },
   );
 });
-
-/** A seed per run, printed, or `MARSH_SEED` to replay one. */
-function propertySeed(): number {
-  const given = Deno.env.get("MARSH_SEED");
-  const seed = given !== undefined ? Number(given) : Math.floor(Math.random() * 2 ** 31);
-  if (!Number.isSafeInteger(seed)) throw new Error(`MARSH_SEED is not an integer: ${given}`);
-  console.error(`property seed ${seed} (replay with MARSH_SEED=${seed})`);
-  return seed;
-}
 
 Deno.test({
   name: "IgnoreRules agrees with git check-ignore on names that are not UTF-8",

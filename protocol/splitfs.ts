@@ -135,14 +135,6 @@ export interface CaptureRequest {
   readonly label: string;
 }
 
-/** Remove a rejected fork (its out/ stays). */
-export interface RemoveForkRequest {
-  readonly v: 1;
-  readonly t: "remove-fork";
-  readonly id: string;
-  readonly label: string;
-}
-
 /** Remove the whole split through its descriptors. */
 export interface RemoveRequest {
   readonly v: 1;
@@ -242,9 +234,9 @@ export interface RenderRequest {
 /**
  * After a daemon restart: open an existing split's directory through
  * no-follow descriptors and check its and each listed fork's identity, so
- * `remove`, `publish`, `manifest` and `render` work on it. `fork`, `capture`
- * and `remove-fork` are refused (the forks are untrusted). Answered with
- * `ok`, or `replaced` when a directory is missing or not the one journaled.
+ * `remove`, `publish`, `manifest` and `render` work on it. `fork` and
+ * `capture` are refused (the forks are untrusted). Answered with `ok`, or
+ * `replaced` when a directory is missing or not the one journaled.
  */
 export interface ReopenRequest {
   readonly v: 1;
@@ -293,7 +285,6 @@ export type SplitfsRequest =
   | CreateRequest
   | ForkRequest
   | CaptureRequest
-  | RemoveForkRequest
   | RemoveRequest
   | ReleaseRequest
   | UnmountRequest
@@ -686,9 +677,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         git: bool(x, "git"),
       };
     case "fork":
-      return { v: 1, t: "fork", id: str(x, "id"), label: str(x, "label") };
     case "capture":
-    case "remove-fork":
       return { v: 1, t: x.t, id: str(x, "id"), label: str(x, "label") };
     case "export-objects": {
       const labels = x.labels;

@@ -74,7 +74,6 @@ import {
   type OverlayMode,
   probeOverlay,
   removeOverlayFork,
-  unmount,
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
@@ -1087,52 +1086,6 @@ export class SplitWorkspace implements Disposable {
       : this.#rootDir.openPath(`${GIT_NAME}/objects`);
     const summary = exportPatchObjects(this.#outDir(), labels, store, target);
     return { ...summary, target: target.path };
-  }
-
-  /**
-   * Removes a rejected fork's tree and admin dir (its out/ stays for the
-   * status). An overlay fork is unmounted (and the unmount verified) before
-   * anything is deleted. A mount marsh did not make in the fork, its upper
-   * dir or its admin dir refuses the removal before anything changes
-   * (docs/engine.md "Removal").
-   *
-   * @throws {MountPointError} naming such a mount; nothing is changed
-   * @throws {MountBusyError} when the fork cannot be unmounted; nothing is deleted
-   */
-  removeFork(label: string): void {
-    const engine = this.#made("removing one fork");
-    const f = this.#fork(label);
-    this.#checkSplit();
-    this.#checkFork(f);
-    const own = f.made?.mount;
-    refuseForeignMounts(
-      `${this.dirPath}/${label}`,
-      [label, `${OVERLAY_DIR}/${label}`, `${ADMIN_DIR}/${label}`].map((r) =>
-        `${this.dirPath}/${r}`
-      ),
-      this.#finishWith,
-      (m) => own !== undefined && m.id === own.mountId && isSplitOverlay(m, this.dirPath),
-    );
-    try {
-      if (own) {
-        f.made!.close();
-        this.#forks.delete(label);
-        unmount(this.#dir, label, own);
-        this.#dir.rmdir(label);
-        using overlays = this.#dir.openDir(OVERLAY_DIR);
-        overlays.removeTree(label);
-      } else {
-        f.dir.clear();
-        this.#dir.rmdir(label);
-        f.dir.close();
-        this.#forks.delete(label);
-      }
-      engine.admins.removeTree(label);
-    } catch (error) {
-      // A mount that came after the check above: the removal stopped there.
-      if (error instanceof MountPointError) throw error.withFix(this.#finishWith);
-      throw error;
-    }
   }
 
   /** The command that finishes a removal this split's refused. */

@@ -373,11 +373,10 @@ for (const forks of POLICIES) {
     assert.equal(committed.files, 1);
     assert.equal(committed.rejected, null);
 
-    // removeFork still removes a fork whole; its out/ stays for the status.
-    ws.removeFork("config");
-    assert.equal(exists(`${splitDir(sb.root)}/config`), false);
-    assert.equal(exists(admin("config")), false);
-    assert.equal(exists(`${splitDir(sb.root)}/out/config`), true);
+    // The split's removal takes the kept forks and their set-aside metadata along.
+    ws.remove();
+    assert.equal(exists(splitDir(sb.root)), false);
+    assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/.trash`)], []);
   });
 }
 

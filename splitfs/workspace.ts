@@ -64,7 +64,8 @@ import {
   TRASH_DIR,
 } from "./layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
-import type { ForkPolicy, SplitParent } from "../protocol/splitfs.ts";
+import type { ForkPolicy } from "../protocol/splitfs.ts";
+import type { SplitParent } from "../protocol/splitfs_fields.ts";
 import { DATA as LAYER_DATA, ignoreKeyOf, LayerStore, SEALED as LAYER_SEAL } from "./layers.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { isSplitOverlay, refuseForeignMounts, unmountSplit } from "./split_mounts.ts";

@@ -17,6 +17,7 @@ import {
   FILES_FILE,
   PATCH_FILE,
 } from "./capture.ts";
+import type { CandidateDir } from "./compare.ts";
 import { type MissingOut, missingOut, type OutExpectation } from "./out_check.ts";
 import {
   type CopyStrategy,
@@ -78,7 +79,7 @@ import {
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
-import { type ForkGit, setAsideForkGit, verifyForkGit } from "./quarantine.ts";
+import { type ForkGit, setAsideForkGit, setAsideNestedGits, verifyForkGit } from "./quarantine.ts";
 import { ensureObjectsLink } from "./objects_link.ts";
 import { alternateOf } from "../protocol/fork_view.ts";
 import type { StatIndex } from "./old_tree.ts";
@@ -828,13 +829,16 @@ export class SplitWorkspace implements Disposable {
     };
     const rejected = verifyForkGit(git, (error) => this.#shown(error, label));
     let summary: CaptureSummary;
+    // Where capture looks, and so where a rejected fork's nested .git is searched for.
+    let scope: CandidateDir = "all";
     try {
       using out = this.#openOut(label);
       // An overlay fork names what its branch touched: only those paths are compared.
       const candidates = f.candidates();
+      if (candidates.kind === "tree") scope = candidates.tree;
       summary = captureToDir(
         {
-          candidates: candidates.kind === "tree" ? candidates.tree : undefined,
+          candidates: scope,
           old: engine.base,
           oldIndex: engine.baseIndex,
           new: f.dir,
@@ -853,11 +857,12 @@ export class SplitWorkspace implements Disposable {
           cause: error,
         })
         : error;
-      if (rejected === null) throw refused;
-      setAsideForkGit(git, rejected);
-      throw refused instanceof RejectedError
-        ? new RejectedError(`${rejected}; ${refused.reason}`, { cause: refused })
-        : refused;
+      if (rejected !== null) setAsideForkGit(git, rejected);
+      if (!(refused instanceof RejectedError)) throw refused;
+      const reason = rejected === null ? refused.reason : `${rejected}; ${refused.reason}`;
+      // The walk stopped there: a nested .git (a cloned dependency) may be kept in the fork.
+      setAsideNestedGits(git, scope, reason);
+      throw rejected === null ? refused : new RejectedError(reason, { cause: refused });
     }
     if (rejected !== null) setAsideForkGit(git, rejected);
     return { ...summary, rejected };

@@ -292,3 +292,71 @@ Deno.test({
   );
   assert.equal(p.snap().stats.full, true);
 });
+
+Deno.test({
+  name:
+    "a change anywhere in a deep layer is found by name from the stat records, and so is one under a directory that did not change",
+  permissions: perms,
+}, () => {
+  const files = {
+    "a/b/c/d.txt": "d\n",
+    "a/b/e.txt": "e\n",
+    "a/f.txt": "f\n",
+    "g/h/i.txt": "i\n",
+    "g/j.txt": "j\n",
+    "z.txt": "z\n",
+  };
+  const cases: [string, (data: string) => void, RegExp][] = [
+    [
+      "deepest file",
+      (d) => Deno.writeTextFileSync(`${d}/a/b/c/d.txt`, "X", { append: true }),
+      /^a\/b\/c\/d\.txt: size 2 → 3/,
+    ],
+    [
+      "file after a subtree",
+      (d) => Deno.chmodSync(`${d}/a/b/e.txt`, 0o600),
+      /^a\/b\/e\.txt: mode 0644 → 0600/,
+    ],
+    ["last file", (d) => Deno.chmodSync(`${d}/z.txt`, 0o600), /^z\.txt: mode/],
+    [
+      "new file in a deep directory",
+      (d) => Deno.writeTextFileSync(`${d}/g/h/evil`, "x"),
+      /^g\/h\/evil: added/,
+    ],
+    ["a directory replaced by a new one", (d) => {
+      Deno.renameSync(`${d}/g/h`, `${d}/../old-h`);
+      Deno.mkdirSync(`${d}/g/h`);
+      Deno.copyFileSync(`${d}/../old-h/i.txt`, `${d}/g/h/i.txt`);
+    }, /^g\/h: replaced by another inode/],
+  ];
+  for (const [what, act, says] of cases) {
+    using p = project(files);
+    const s1 = p.snap();
+    assert.equal(p.store.checkHead("tracked"), null, what);
+    act(`${p.layers}/${s1.layers[0]}/data`);
+    const problem = p.store.checkHead("tracked") ?? "";
+    const prefix = `layer "${s1.layers[0]}" was changed after it was sealed: `;
+    assert.ok(problem.startsWith(prefix), `${what}: ${problem}`);
+    assert.match(problem.slice(prefix.length), says, what);
+  }
+});
+
+Deno.test({
+  name:
+    "a layer whose stat records alone were changed is checked by a full walk: reused while its data is intact, refused once it is not",
+  permissions: perms,
+}, () => {
+  using p = project({ "a.txt": "a\n", "sub/b.txt": "b\n" });
+  const s1 = p.snap();
+  const wrapper = `${p.layers}/${s1.layers[0]}`;
+  Deno.writeTextFileSync(`${wrapper}/stat`, "junk");
+  assert.equal(p.store.checkHead("tracked"), null);
+  assert.deepEqual(p.snap().layers, s1.layers);
+  Deno.writeTextFileSync(`${wrapper}/data/sub/b.txt`, "x", { append: true });
+  assert.equal(
+    p.store.checkHead("tracked"),
+    `layer "${
+      s1.layers[0]
+    }" was changed after it was sealed: its data and its stat records no longer match its seal`,
+  );
+});

@@ -83,15 +83,20 @@ export interface LayerMeta {
   readonly version: 1 | 2;
   readonly id: string;
   readonly parent: string | null;
+  /** 1 for a bottom layer. */
   readonly depth: number;
   readonly chain: string;
+  /** The root id of the stack this layer tops. */
   readonly rootId: string;
+  /** Creation time, ms since the epoch. */
   readonly created: number;
   readonly full: boolean;
+  /** Regular files in this layer. */
   readonly files: number;
   readonly dirs: number;
   readonly symlinks: number;
   readonly whiteouts: number;
+  /** Bytes of the regular files in this layer. */
   readonly bytes: number;
   readonly index: { readonly sha256: string; readonly size: number };
   readonly data?: DataSeal;

@@ -11,7 +11,7 @@
 
 import type { Journal } from "../journal/journal.ts";
 import type { SplitRecord } from "../journal/records.ts";
-import type { ExportedReply } from "../protocol/splitfs.ts";
+import type { ExportedReply } from "../protocol/splitfs_objects.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
 import type { Log } from "./log.ts";
 

@@ -2,11 +2,13 @@
  * The frames between a caller (the CLI for `marsh diff`, the daemon for
  * splits) and the split-filesystem service (`splitfs/main.ts`) over the
  * service's stdin and stdout. Requests are answered in order, one at a time.
+ * The `out/` frames are in `splitfs_out.ts`, the objects export in
+ * `splitfs_objects.ts`, the process frames in `processes.ts`; this module
+ * holds the rest and parses every frame.
  *
  * @module
  */
 
-import { labelProblem, splitIdProblem } from "../splitfs/layout.ts";
 import {
   parseProcessesReply,
   parseProcessRequest,
@@ -21,18 +23,35 @@ import {
   type PurgedReply,
   type PurgeRequest,
 } from "./purge.ts";
+import {
+  type ExportedReply,
+  type ExportObjectsRequest,
+  parseExportedReply,
+  parseExportObjectsRequest,
+} from "./splitfs_objects.ts";
+import {
+  absPath,
+  bool,
+  isObject,
+  list,
+  num,
+  optParent,
+  optStr,
+  type SplitParent,
+  str,
+} from "./splitfs_fields.ts";
+import {
+  type OutCheckedReply,
+  type OutRequest,
+  parseOutCheckedReply,
+  parseOutRequest,
+} from "./splitfs_out.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const SPLITFS_PROTOCOL = 1;
 
 /** `(dev, ino)` as decimal strings: JSON has no 64-bit integers. */
 export type WireIdentity = readonly [string, string];
-
-/** Branches per split (spec 000 §4); bounds `render` and `reopen`. */
-export const MAX_SPLIT_BRANCHES = 16;
-
-/** The largest `out/manifest.json` the service writes. */
-export const MAX_MANIFEST_BYTES = 1024 * 1024;
 
 /** Compare two directories and stream the patch (or the files list). */
 export interface DiffRequest {
@@ -41,17 +60,6 @@ export interface DiffRequest {
   readonly old: string;
   readonly new: string;
   readonly files: boolean;
-}
-
-/**
- * The creator branch of a nested split (spec 000 §2, ChildFromParent): its
- * fork `<root>/.marsh/split/<split>/<label>` is the snapshot source.
- */
-export interface SplitParent {
-  /** The creator branch's split id. */
-  readonly split: string;
-  /** The creator branch's label in that split. */
-  readonly label: string;
 }
 
 /**
@@ -142,14 +150,6 @@ export interface CaptureRequest {
   readonly label: string;
 }
 
-/** Remove a rejected fork (its out/ stays). */
-export interface RemoveForkRequest {
-  readonly v: 1;
-  readonly t: "remove-fork";
-  readonly id: string;
-  readonly label: string;
-}
-
 /** Remove the whole split through its descriptors. */
 export interface RemoveRequest {
   readonly v: 1;
@@ -180,78 +180,11 @@ export interface UnmountRequest {
 }
 
 /**
- * Write a branch's `out/<label>/status` (`status` plus a newline) and copy
- * its attempt output to `out/<label>/stdout` and `stderr`, all created
- * `O_EXCL`; `out/<label>/` is made when the branch has no fork. Once per
- * label. Answered with `ok`.
- */
-export interface PublishRequest {
-  readonly v: 1;
-  readonly t: "publish";
-  readonly id: string;
-  readonly label: string;
-  readonly status: string;
-  /** Absolute path of the attempt's stdout file (daemon's control dir); `null`: empty. */
-  readonly stdout: string | null;
-  /** Absolute path of the attempt's stderr file; `null`: empty. */
-  readonly stderr: string | null;
-}
-
-/** Replace `out/manifest.json` atomically with `json`. Answered with `ok`. */
-export interface ManifestRequest {
-  readonly v: 1;
-  readonly t: "manifest";
-  readonly id: string;
-  /** The manifest text, a JSON object, at most {@linkcode MAX_MANIFEST_BYTES}. */
-  readonly json: string;
-}
-
-/**
- * Before a join hands `out/` to a consumer: which of these branches lack a
- * file under `out/<label>/` (`status`, `stdout`, `stderr`; `files` when
- * captured; `diff.patch` when captured with changes). Answered with
- * `out-checked`.
- */
-export interface OutCheckRequest {
-  readonly v: 1;
-  readonly t: "out-check";
-  readonly id: string;
-  readonly branches: readonly {
-    readonly label: string;
-    readonly captured: boolean;
-    readonly changed: boolean;
-  }[];
-}
-
-/** One branch of a rendering, in declaration order. */
-export interface RenderBranchSpec {
-  readonly label: string;
-  readonly status: string;
-  /** Changed paths; 0 renders `(no changes)`. */
-  readonly files: number;
-  /** A rejected branch's patch: named, never shown, so a consumer cannot apply it unread. */
-  readonly untrusted?: true;
-}
-
-/**
- * Stream the text rendering for a consumer (spec 000 §13 "Rendering") as
- * `chunk` replies, then `done` (`changed`: the sum of `files`).
- */
-export interface RenderRequest {
-  readonly v: 1;
-  readonly t: "render";
-  readonly id: string;
-  readonly branches: readonly RenderBranchSpec[];
-  /** Escape control bytes other than `\n` and `\t` (the output is a terminal). */
-  readonly terminal: boolean;
-}
-
-/**
  * After a daemon restart: open an existing split's directory through
  * no-follow descriptors and check its and each listed fork's identity, so
- * `remove`, `publish`, `manifest` and `render` work on it. `fork`, `capture`
- * and `remove-fork` are refused (the forks are untrusted). Answered with
- * `ok`, or `replaced` when a directory is missing or not the one journaled.
+ * `remove`, `publish`, `manifest` and `render` work on it. `fork` and
+ * `capture` are refused (the forks are untrusted). Answered with `ok`, or
+ * `replaced` when a directory is missing or not the one journaled.
  */
 export interface ReopenRequest {
   readonly v: 1;
@@ -273,26 +206,6 @@ export interface ReopenRequest {
   readonly git: boolean;
 }
 
-/**
- * Before join's consumer runs (and before a bare join's rendering): write
- * the blobs the patches of `labels` name (the `index` lines of each
- * `out/<label>/diff.patch`) from the split's `store.git` into the objects
- * dir the consumer's Git uses, so what `git apply --3way` stages outlives
- * the split. That is the project's `.git/objects` for a root split, and the
- * creator fork's `.admin/<parent.label>/objects` for a nested one (`parent`,
- * as journaled). Each object is verified against its id; existing ones are
- * left untouched. Answered with `exported`.
- */
-export interface ExportObjectsRequest {
-  readonly v: 1;
-  readonly t: "export-objects";
-  readonly id: string;
-  /** The branches whose patches to read, at most {@linkcode MAX_SPLIT_BRANCHES}. */
-  readonly labels: readonly string[];
-  /** A nested split's creator branch, as journaled. */
-  readonly parent?: SplitParent;
-}
-
 /** Every request the service accepts. */
 export type SplitfsRequest =
   | DiffRequest
@@ -300,14 +213,10 @@ export type SplitfsRequest =
   | CreateRequest
   | ForkRequest
   | CaptureRequest
-  | RemoveForkRequest
   | RemoveRequest
   | ReleaseRequest
   | UnmountRequest
-  | PublishRequest
-  | ManifestRequest
-  | OutCheckRequest
-  | RenderRequest
+  | OutRequest
   | ReopenRequest
   | ProbeRequest
   | GcRequest
@@ -394,13 +303,6 @@ export interface ProbedReply {
   readonly reason: string;
 }
 
-/** The answer to `out-check`: the branches that lack files, with the names they lack. */
-export interface OutCheckedReply {
-  readonly v: 1;
-  readonly t: "out-checked";
-  readonly missing: readonly { readonly label: string; readonly files: readonly string[] }[];
-}
-
 /** The answer to `gc`. */
 export interface CollectedReply {
   readonly v: 1;
@@ -446,21 +348,6 @@ export interface CapturedReply {
   readonly rejected?: string;
 }
 
-/** The answer to `export-objects`. */
-export interface ExportedReply {
-  readonly v: 1;
-  readonly t: "exported";
-  /**
-   * The objects dir written to, absolute; `null` when there was nothing to
-   * do (a SHA-256 repository: the patches' ids are SHA-1).
-   */
-  readonly target: string | null;
-  /** Objects written. */
-  readonly written: number;
-  /** Objects the target already held (left untouched). */
-  readonly present: number;
-}
-
 /** A request that returns nothing finished. */
 export interface OkReply {
   readonly v: 1;
@@ -500,59 +387,6 @@ export type SplitfsReply =
 
 export { ProtocolError };
 
-function isObject(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
-}
-
-const MAX_STRING = 4096;
-
-function str(x: Record<string, unknown>, key: string): string {
-  const v = x[key];
-  if (typeof v !== "string" || v.length > MAX_STRING) {
-    throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be a string`);
-  }
-  return v;
-}
-
-function optStr(x: Record<string, unknown>, key: string): string | undefined {
-  return x[key] === undefined ? undefined : str(x, key);
-}
-
-function absPath(x: Record<string, unknown>, key: string): string {
-  const v = str(x, key);
-  if (!v.startsWith("/") || v.includes("\0")) {
-    throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be an absolute path`);
-  }
-  return v;
-}
-
-function nullablePath(x: Record<string, unknown>, key: string): string | null {
-  return x[key] === null ? null : absPath(x, key);
-}
-
-function bool(x: Record<string, unknown>, key: string): boolean {
-  const v = x[key];
-  if (typeof v !== "boolean") {
-    throw new ProtocolError(`malformed ${String(x.t)} frame: ${key} must be a boolean`);
-  }
-  return v;
-}
-
-/** An optional `parent`: a split id and a label, checked as the engine checks them. */
-function optParent(x: Record<string, unknown>): { parent?: SplitParent } {
-  if (x.parent === undefined) return {};
-  const p = x.parent;
-  if (!isObject(p) || typeof p.split !== "string" || typeof p.label !== "string") {
-    throw new ProtocolError(
-      `malformed ${String(x.t)} frame: parent must be an object with a split and a label`,
-    );
-  }
-  const { split, label } = p;
-  const problem = splitIdProblem(split) ?? labelProblem(label);
-  if (problem) throw new ProtocolError(`malformed ${String(x.t)} frame: parent: ${problem}`);
-  return { parent: { split, label } };
-}
-
 function forkPolicy(x: Record<string, unknown>): ForkPolicy {
   if (x.forks !== "auto" && x.forks !== "copy") {
     throw new ProtocolError(`malformed ${String(x.t)} frame: forks must be "auto" or "copy"`);
@@ -570,35 +404,6 @@ function wireIdentity(v: unknown, where: string): WireIdentity {
     throw new ProtocolError(`malformed ${where}: identity must be two decimal strings`);
   }
   return [v[0] as string, v[1] as string];
-}
-
-function list(x: Record<string, unknown>, key: string): Record<string, unknown>[] {
-  const v = x[key];
-  if (!Array.isArray(v) || v.length > MAX_SPLIT_BRANCHES || !v.every(isObject)) {
-    throw new ProtocolError(
-      `malformed ${
-        String(x.t)
-      } frame: ${key} must be a list of at most ${MAX_SPLIT_BRANCHES} objects`,
-    );
-  }
-  return v;
-}
-
-function manifestJson(x: Record<string, unknown>): string {
-  const v = x.json;
-  if (typeof v !== "string" || v.length > MAX_MANIFEST_BYTES) {
-    throw new ProtocolError(
-      `malformed manifest frame: json must be a string of at most ${MAX_MANIFEST_BYTES} bytes`,
-    );
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(v);
-  } catch (cause) {
-    throw new ProtocolError("malformed manifest frame: json is not JSON", { cause });
-  }
-  if (!isObject(parsed)) throw new ProtocolError("malformed manifest frame: json is not an object");
-  return v;
 }
 
 /** Validates a request frame. */
@@ -634,50 +439,10 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "gc":
       return { v: 1, t: "gc", cwd: absPath(x, "cwd"), dryRun: bool(x, "dryRun") };
     case "publish":
-      return {
-        v: 1,
-        t: "publish",
-        id: str(x, "id"),
-        label: str(x, "label"),
-        status: str(x, "status"),
-        stdout: nullablePath(x, "stdout"),
-        stderr: nullablePath(x, "stderr"),
-      };
     case "manifest":
-      return { v: 1, t: "manifest", id: str(x, "id"), json: manifestJson(x) };
     case "out-check":
-      return {
-        v: 1,
-        t: "out-check",
-        id: str(x, "id"),
-        branches: list(x, "branches").map((b) => ({
-          label: str(b, "label"),
-          captured: bool(b, "captured"),
-          changed: bool(b, "changed"),
-        })),
-      };
     case "render":
-      return {
-        v: 1,
-        t: "render",
-        id: str(x, "id"),
-        terminal: bool(x, "terminal"),
-        branches: list(x, "branches").map((b) => {
-          const files = b.files;
-          if (typeof files !== "number" || !Number.isSafeInteger(files) || files < 0) {
-            throw new ProtocolError("malformed render frame: files must be a count");
-          }
-          if (b.untrusted !== undefined && b.untrusted !== true) {
-            throw new ProtocolError("malformed render frame: untrusted must be true or absent");
-          }
-          return {
-            label: str(b, "label"),
-            status: str(b, "status"),
-            files,
-            ...(b.untrusted ? { untrusted: true as const } : {}),
-          };
-        }),
-      };
+      return parseOutRequest(x);
     case "reopen":
       return {
         v: 1,
@@ -696,22 +461,10 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
         git: bool(x, "git"),
       };
     case "fork":
-      return { v: 1, t: "fork", id: str(x, "id"), label: str(x, "label") };
     case "capture":
-    case "remove-fork":
       return { v: 1, t: x.t, id: str(x, "id"), label: str(x, "label") };
-    case "export-objects": {
-      const labels = x.labels;
-      if (
-        !Array.isArray(labels) || labels.length > MAX_SPLIT_BRANCHES ||
-        !labels.every((l) => typeof l === "string" && labelProblem(l) === null)
-      ) {
-        throw new ProtocolError(
-          `malformed export-objects frame: labels must be a list of at most ${MAX_SPLIT_BRANCHES} labels`,
-        );
-      }
-      return { v: 1, t: "export-objects", id: str(x, "id"), labels, ...optParent(x) };
-    }
+    case "export-objects":
+      return parseExportObjectsRequest(x);
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
@@ -726,14 +479,6 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return parsePurgeRequest(x);
   }
   throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
-}
-
-function num(x: Record<string, unknown>, key: string): number {
-  const v = x[key];
-  if (typeof v !== "number" || !Number.isFinite(v)) {
-    throw new ProtocolError(`malformed ${String(x.t)} reply: ${key} must be a number`);
-  }
-  return v;
 }
 
 function identity(x: Record<string, unknown>): WireIdentity {
@@ -831,25 +576,9 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
         ...(x.rejected === undefined ? {} : { rejected: str(x, "rejected") }),
       };
     case "exported":
-      return {
-        v: 1,
-        t: "exported",
-        target: x.target === null ? null : str(x, "target"),
-        written: num(x, "written"),
-        present: num(x, "present"),
-      };
+      return parseExportedReply(x);
     case "out-checked":
-      return {
-        v: 1,
-        t: "out-checked",
-        missing: list(x, "missing").map((m) => {
-          const files = m.files;
-          if (!Array.isArray(files) || !files.every((f) => typeof f === "string")) {
-            throw new ProtocolError("malformed out-checked reply: files");
-          }
-          return { label: str(m, "label"), files };
-        }),
-      };
+      return parseOutCheckedReply(x);
     case "ok":
       return { v: 1, t: "ok" };
     case "proc-starts":

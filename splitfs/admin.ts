@@ -87,7 +87,8 @@ function configText(spec: AdminSpec): string {
   ];
   if (spec.objectFormat === "sha256") lines.push("[extensions]", "\tobjectformat = sha256");
   // A rejected fork is kept, perhaps with a nested repository the branch
-  // made: with submodules ignored, a host `git status` never starts Git in one.
+  // made that could not be set aside: with submodules ignored, a host
+  // `git status` never starts Git in one.
   lines.push("[diff]", "\tignoreSubmodules = all");
   return lines.join("\n") + "\n";
 }

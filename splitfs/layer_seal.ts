@@ -18,8 +18,10 @@
  * a new, removed or renamed entry, or a file replaced by another inode all
  * change a record: each moves the entry's ctime, which no writer can set
  * back, or its inode, or its parent directory's. {@linkcode checkData}
- * re-walks `data/` through descriptors (`statx`, `getdents64`) and compares,
- * O(entries), so a snapshot reuses a layer only while its data is intact.
+ * stats each entry `stat` records by its name, through descriptors
+ * (`statx`, no listing: a directory whose own record holds has the same
+ * names), and compares, O(entries), so a snapshot reuses a layer only while
+ * its data is intact.
  *
  * The seal is a checksum, not a signature: a process with the layer
  * owner's rights that rewrites `stat`, `meta.json` and `SEALED` consistently
@@ -81,15 +83,20 @@ export interface LayerMeta {
   readonly version: 1 | 2;
   readonly id: string;
   readonly parent: string | null;
+  /** 1 for a bottom layer. */
   readonly depth: number;
   readonly chain: string;
+  /** The root id of the stack this layer tops. */
   readonly rootId: string;
+  /** Creation time, ms since the epoch. */
   readonly created: number;
   readonly full: boolean;
+  /** Regular files in this layer. */
   readonly files: number;
   readonly dirs: number;
   readonly symlinks: number;
   readonly whiteouts: number;
+  /** Bytes of the regular files in this layer. */
   readonly bytes: number;
   readonly index: { readonly sha256: string; readonly size: number };
   readonly data?: DataSeal;
@@ -257,18 +264,27 @@ class Encoder {
 
 /** Decodes `stat` bytes. @throws {RangeError} when they are torn */
 function decodeRecords(bytes: Uint8Array): Rec[] {
+  return [...records(bytes)];
+}
+
+/** The records of `stat` bytes, one at a time. @throws {RangeError} when they are torn */
+function* records(bytes: Uint8Array): Generator<Rec> {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const out: Rec[] = [];
   const fatal = new TextDecoder("utf-8", { fatal: true });
   for (let o = 0; o < bytes.length;) {
     const n = v.getUint32(o, true);
-    const path = fatal.decode(bytes.subarray(o + 4, o + 4 + n));
+    const raw = bytes.subarray(o + 4, o + 4 + n);
+    // Most paths are ASCII: no decoder call for them.
+    const path = raw.every((b) => b < 0x80)
+      ? String.fromCharCode.apply(null, raw as unknown as number[])
+      : fatal.decode(raw);
     let p = o + 4 + n;
     const kind = v.getUint8(p);
     const perm = v.getUint16(p + 1, true);
     p += 4;
+    if (p + 7 * 8 > bytes.length) throw new RangeError("torn stat record");
     const f = (i: number) => v.getFloat64(p + i * 8, true);
-    out.push({
+    yield {
       path,
       kind,
       perm,
@@ -279,11 +295,9 @@ function decodeRecords(bytes: Uint8Array): Rec[] {
       mtimeNsec: f(4),
       ctimeSec: f(5),
       ctimeNsec: f(6),
-    });
+    };
     o = p + 7 * 8;
-    if (o > bytes.length) throw new RangeError("torn stat record");
   }
-  return out;
 }
 
 /** Visits `data` itself, then every entry below it in pre-order, names in Git order. */
@@ -341,7 +355,9 @@ function liveDigest(data: Dir): { sha256: string; entries: number } {
 
 /**
  * Checks that the layer's `data/` is still what its seal recorded. Reads no
- * file content: one `statx` per entry and one listing per directory.
+ * file content: one `statx` per entry, by the names in `stat` (or, when
+ * `stat` is not the file the seal names, one listing per directory and the
+ * records hashed as the seal was).
  *
  * @returns `null` when it is intact, else what changed, for a
  *   {@linkcode LayerError} detail (`was changed after it was sealed: a.txt:
@@ -361,18 +377,78 @@ export function checkData(wrapper: Dir, meta: LayerMeta): string | null {
     throw error;
   }
   try {
-    let live: { sha256: string; entries: number };
-    try {
-      live = liveDigest(data);
-    } catch (error) {
-      if (!changedUnderWalk(error)) throw error;
-      return `was changed after it was sealed: ${error instanceof Error ? error.message : error}`;
+    const sealed = sealedRecords(wrapper, seal);
+    if (sealed !== null) {
+      if (matchesRecords(data, sealed, seal.entries)) return null;
+    } else {
+      // The records are not ours to go by: the data must then hash to the seal as walked.
+      let live: { sha256: string; entries: number };
+      try {
+        live = liveDigest(data);
+      } catch (error) {
+        if (!changedUnderWalk(error)) throw error;
+        return `was changed after it was sealed: ${error instanceof Error ? error.message : error}`;
+      }
+      if (live.sha256 === seal.sha256 && live.entries === seal.entries) return null;
     }
-    if (live.sha256 === seal.sha256 && live.entries === seal.entries) return null;
     return `was changed after it was sealed: ${explain(wrapper, data, seal)}`;
   } finally {
     data.close();
   }
+}
+
+/** The bytes of `stat` when they are the ones the seal names, else `null`. */
+function sealedRecords(wrapper: Dir, seal: DataSeal): Uint8Array | null {
+  const bytes = wrapper.readFileIfExists(STAT, seal.size);
+  return bytes !== null && bytes.length === seal.size && sha256Hex(bytes) === seal.sha256
+    ? bytes
+    : null;
+}
+
+/**
+ * Whether every entry `stat` records is live and unchanged, stat-ing each by
+ * its recorded name. A directory whose own record is unchanged has the
+ * entries it was sealed with (adding, removing or renaming an entry moves its
+ * ctime, which no writer can set back), so none is listed; an entry changed
+ * in place moves its own ctime. One `statx` per entry, one open per
+ * directory with entries, no `getdents64`: the full walk's result whenever
+ * it holds.
+ */
+function matchesRecords(data: Dir, bytes: Uint8Array, entries: number): boolean {
+  /** The directories below `data` on the current path; each opened when a child is met. */
+  const open: { path: string; name: string; dir: Dir | null }[] = [];
+  let count = 0;
+  try {
+    for (const r of records(bytes)) {
+      count++;
+      let st: Stat | null;
+      if (count === 1) {
+        if (r.path !== "") return false;
+        st = data.stat();
+      } else {
+        const slash = r.path.lastIndexOf("/");
+        const parent = slash < 0 ? "" : r.path.slice(0, slash);
+        while (open.length > 0 && open.at(-1)!.path !== parent) open.pop()!.dir?.close();
+        const top = open.at(-1);
+        // Out of pre-order: not a record marsh wrote.
+        if (parent !== "" && top === undefined) return false;
+        let dir = data;
+        if (top !== undefined) dir = top.dir ??= (open.at(-2)?.dir ?? data).openDir(top.name);
+        st = dir.statAt(r.path.slice(slash + 1));
+        if (st?.kind === "dir") {
+          open.push({ path: r.path, name: r.path.slice(slash + 1), dir: null });
+        }
+      }
+      // An entry gone while it was sealed is listed no more: the full walk would differ.
+      if (r.kind === 0 || !sameRecord(r, recOf(r.path, st))) return false;
+    }
+  } catch (error) {
+    if (error instanceof RangeError || changedUnderWalk(error)) return false;
+    throw error;
+  } finally {
+    for (const o of open) o.dir?.close();
+  }
+  return count === entries;
 }
 
 /** The first changed path, from `stat` against a second walk; the seal failed already. */
@@ -424,6 +500,13 @@ function explain(wrapper: Dir, data: Dir, seal: DataSeal): string {
   const where = first.path === "" ? "data/" : first.path;
   const more = diffs.length > 1 ? ` (${diffs.length} entries differ)` : "";
   return `${where}: ${first.what}${more}`;
+}
+
+/** Whether two records of one path agree in every field {@linkcode differences} compares. */
+function sameRecord(a: Rec, b: Rec): boolean {
+  return a.kind === b.kind && a.inoLo === b.inoLo && a.inoHi === b.inoHi && a.perm === b.perm &&
+    a.size === b.size && a.mtimeSec === b.mtimeSec && a.mtimeNsec === b.mtimeNsec &&
+    a.ctimeSec === b.ctimeSec && a.ctimeNsec === b.ctimeNsec;
 }
 
 /** What differs between two records of one path, or `null`. */

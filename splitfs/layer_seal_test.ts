@@ -1,16 +1,8 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import {
-  fingerprint,
-  fingerprintDiff,
-  gitOk,
-  put,
-  run,
-  type Sandbox,
-  sandbox,
-} from "./_testing.ts";
-import { Dir } from "./dir.ts";
-import { type LayerSnapshot, LayerStore } from "./layers.ts";
+import { fingerprint, fingerprintDiff, put, run } from "./_testing.ts";
+import { gitTree, type LayerProject, layerProject, mountStack } from "./_layers_testing.ts";
+import type { LayerSnapshot } from "./layers.ts";
 
 // Real files, real git, real overlay mounts (the tests run as root, so a
 // layer's read-only modes stop none of the writes below).
@@ -22,77 +14,16 @@ const perms: Deno.PermissionOptions = {
   env: ["PATH"],
 };
 
-interface Project extends Disposable {
-  readonly sb: Sandbox;
-  readonly store: LayerStore;
-  readonly layers: string;
-  snap(): LayerSnapshot;
-}
+type Project = LayerProject;
 
 function project(files: Record<string, string>): Project {
-  const sb = sandbox("marsh-seal-test-");
-  Deno.mkdirSync(`${sb.root}/.marsh`);
-  for (const [rel, data] of Object.entries(files)) put(sb.root, rel, data);
-  const root = Dir.openAbsolute(sb.root);
-  let store: LayerStore;
-  {
-    using marsh = root.openDir(".marsh");
-    store = LayerStore.open(marsh);
-  }
-  return {
-    sb,
-    store,
-    layers: `${sb.root}/.marsh/layers`,
-    snap: () =>
-      store.snapshot({
-        source: root,
-        ignore: null,
-        skipTop: new Set([".marsh"]),
-        chain: "tracked",
-      }),
-    [Symbol.dispose]() {
-      store.close();
-      root.close();
-      sb[Symbol.dispose]();
-    },
-  };
-}
-
-/** `git write-tree` of the live tree (less `.marsh`), through a separate Git dir. */
-async function gitTree(p: Project): Promise<string> {
-  const opts = { home: p.sb.home };
-  const gitDir = `${p.sb.top}/check.git`;
-  try {
-    Deno.statSync(gitDir);
-  } catch {
-    await gitOk(p.sb.top, ["init", "-q", "--bare", gitDir], opts);
-    Deno.writeTextFileSync(`${gitDir}/info/exclude`, "/.marsh/\n");
-  }
-  const base = ["-c", "core.bare=false", `--git-dir=${gitDir}`, `--work-tree=${p.sb.root}`];
-  await gitOk(p.sb.root, [...base, "add", "-A"], opts);
-  return (await gitOk(p.sb.root, [...base, "write-tree"], opts)).trim();
+  return layerProject("marsh-seal-test-", files);
 }
 
 /** Mounts the stack read-only, as a split's base; what it shows, then unmounted. */
 async function mounted(p: Project, snap: LayerSnapshot): Promise<Map<string, string>> {
-  const lowers = snap.layers.map((id) => `${p.layers}/${id}/data`).reverse();
-  if (lowers.length === 1) {
-    p.store.emptyLayer().close();
-    lowers.push(`${p.layers}/.empty`);
-  }
-  const path = Deno.makeTempDirSync({ dir: p.sb.top, prefix: "mnt-" });
-  const opts = { home: p.sb.home };
-  await run(
-    "mount",
-    ["-t", "overlay", "overlay", "-o", `ro,lowerdir=${lowers.join(":")}`, path],
-    opts,
-  );
-  try {
-    return fingerprint(path);
-  } finally {
-    await run("umount", [path], opts);
-    Deno.removeSync(path);
-  }
+  await using base = await mountStack(p, snap.layers);
+  return fingerprint(base.path);
 }
 
 /** How a test poisons a sealed layer's data dir, and what the refusal must say. */
@@ -192,7 +123,7 @@ for (const t of TAMPERS) {
     const live = fingerprint(p.sb.root, { skip: (rel) => rel === ".marsh" });
 
     const poisoned = s1.layers[0]!;
-    await t.act(`${p.layers}/${poisoned}/data`, p);
+    await t.act(`${p.layersPath}/${poisoned}/data`, p);
     assert.match(p.store.checkHead("tracked") ?? "", t.says);
 
     const s2 = p.snap();
@@ -202,7 +133,7 @@ for (const t of TAMPERS) {
     assert.equal(s2.layers.length, 1);
     assert.ok(!s2.layers.includes(poisoned));
     assert.deepEqual(fingerprintDiff(live, await mounted(p, s2)), []);
-    assert.equal(s2.rootId, await gitTree(p));
+    assert.equal(s2.rootId, await gitTree(p, `${p.sb.top}/check.git`));
     // The fresh chain is trusted again: the next snapshot reuses it.
     const s3 = p.snap();
     assert.deepEqual(s3.layers, s2.layers);
@@ -219,7 +150,7 @@ Deno.test({
   const s1 = p.snap();
   put(p.sb.root, "c.txt", "c\n");
   const s2 = p.snap();
-  const lowers = s2.layers.map((id) => `${p.layers}/${id}/data`).reverse().join(":");
+  const lowers = s2.layers.map((id) => `${p.layersPath}/${id}/data`).reverse().join(":");
   const top = Deno.makeTempDirSync({ dir: p.sb.top, prefix: "fork-" });
   for (const d of ["upper", "work", "mnt"]) Deno.mkdirSync(`${top}/${d}`);
   const opts = { home: p.sb.home };
@@ -254,7 +185,7 @@ Deno.test({
 }, () => {
   using p = project({ "a.txt": "a\n" });
   const s1 = p.snap();
-  const wrapper = `${p.layers}/${s1.layers[0]}`;
+  const wrapper = `${p.layersPath}/${s1.layers[0]}`;
   Deno.chmodSync(wrapper, 0o755);
   const meta = JSON.parse(Deno.readTextFileSync(`${wrapper}/meta.json`));
   delete meta.data;
@@ -281,7 +212,7 @@ Deno.test({
 }, () => {
   using p = project({ "a.txt": "a\n" });
   const s1 = p.snap();
-  const wrapper = `${p.layers}/${s1.layers[0]}`;
+  const wrapper = `${p.layersPath}/${s1.layers[0]}`;
   Deno.writeTextFileSync(`${wrapper}/data/a.txt`, "x", { append: true });
   Deno.writeTextFileSync(`${wrapper}/stat`, "junk");
   assert.equal(
@@ -291,4 +222,72 @@ Deno.test({
     }" was changed after it was sealed: its data and its stat records no longer match its seal`,
   );
   assert.equal(p.snap().stats.full, true);
+});
+
+Deno.test({
+  name:
+    "a change anywhere in a deep layer is found by name from the stat records, and so is one under a directory that did not change",
+  permissions: perms,
+}, () => {
+  const files = {
+    "a/b/c/d.txt": "d\n",
+    "a/b/e.txt": "e\n",
+    "a/f.txt": "f\n",
+    "g/h/i.txt": "i\n",
+    "g/j.txt": "j\n",
+    "z.txt": "z\n",
+  };
+  const cases: [string, (data: string) => void, RegExp][] = [
+    [
+      "deepest file",
+      (d) => Deno.writeTextFileSync(`${d}/a/b/c/d.txt`, "X", { append: true }),
+      /^a\/b\/c\/d\.txt: size 2 → 3/,
+    ],
+    [
+      "file after a subtree",
+      (d) => Deno.chmodSync(`${d}/a/b/e.txt`, 0o600),
+      /^a\/b\/e\.txt: mode 0644 → 0600/,
+    ],
+    ["last file", (d) => Deno.chmodSync(`${d}/z.txt`, 0o600), /^z\.txt: mode/],
+    [
+      "new file in a deep directory",
+      (d) => Deno.writeTextFileSync(`${d}/g/h/evil`, "x"),
+      /^g\/h\/evil: added/,
+    ],
+    ["a directory replaced by a new one", (d) => {
+      Deno.renameSync(`${d}/g/h`, `${d}/../old-h`);
+      Deno.mkdirSync(`${d}/g/h`);
+      Deno.copyFileSync(`${d}/../old-h/i.txt`, `${d}/g/h/i.txt`);
+    }, /^g\/h: replaced by another inode/],
+  ];
+  for (const [what, act, says] of cases) {
+    using p = project(files);
+    const s1 = p.snap();
+    assert.equal(p.store.checkHead("tracked"), null, what);
+    act(`${p.layersPath}/${s1.layers[0]}/data`);
+    const problem = p.store.checkHead("tracked") ?? "";
+    const prefix = `layer "${s1.layers[0]}" was changed after it was sealed: `;
+    assert.ok(problem.startsWith(prefix), `${what}: ${problem}`);
+    assert.match(problem.slice(prefix.length), says, what);
+  }
+});
+
+Deno.test({
+  name:
+    "a layer whose stat records alone were changed is checked by a full walk: reused while its data is intact, refused once it is not",
+  permissions: perms,
+}, () => {
+  using p = project({ "a.txt": "a\n", "sub/b.txt": "b\n" });
+  const s1 = p.snap();
+  const wrapper = `${p.layersPath}/${s1.layers[0]}`;
+  Deno.writeTextFileSync(`${wrapper}/stat`, "junk");
+  assert.equal(p.store.checkHead("tracked"), null);
+  assert.deepEqual(p.snap().layers, s1.layers);
+  Deno.writeTextFileSync(`${wrapper}/data/sub/b.txt`, "x", { append: true });
+  assert.equal(
+    p.store.checkHead("tracked"),
+    `layer "${
+      s1.layers[0]
+    }" was changed after it was sealed: its data and its stat records no longer match its seal`,
+  );
 });

@@ -190,21 +190,10 @@ export interface LayerSnapshot {
 }
 
 /** One sealed layer, from its `meta.json`. */
-export interface LayerInfo {
-  readonly id: string;
-  readonly parent: string | null;
-  /** 1 for a bottom layer. */
-  readonly depth: number;
-  readonly chain: string;
-  /** The root id of the stack this layer tops. */
-  readonly rootId: string;
-  /** Creation time, ms since the epoch. */
-  readonly created: number;
-  /** Bytes of the regular files in this layer. */
-  readonly bytes: number;
-  /** Regular files in this layer. */
-  readonly files: number;
-}
+export type LayerInfo = Pick<
+  LayerMeta,
+  "id" | "parent" | "depth" | "chain" | "rootId" | "created" | "bytes" | "files"
+>;
 
 export { DATA, LAYER_ID, LayerError, SEALED };
 const HEAD_SUFFIX = ".head";

@@ -1,18 +1,8 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { assertProperty } from "../tests/_property.ts";
-import {
-  fingerprint,
-  fingerprintDiff,
-  gitOk,
-  leaves,
-  put,
-  run,
-  type Sandbox,
-  sandbox,
-  throwsA,
-} from "./_testing.ts";
-import { Dir } from "./dir.ts";
+import { fingerprint, fingerprintDiff, leaves, put, throwsA } from "./_testing.ts";
+import { gitTree, type LayerProject, layerProject, mountStack } from "./_layers_testing.ts";
 import { IgnoreRules } from "./ignore_rules.ts";
 import {
   decodeIndex,
@@ -25,7 +15,6 @@ import {
   ignoreKeyOf,
   LayerError,
   type LayerSnapshot,
-  type LayerSnapshotOptions,
   LayerStore,
   releaseIndexCache,
 } from "./layers.ts";
@@ -42,70 +31,10 @@ const perms: Deno.PermissionOptions = {
 const enc = new TextEncoder();
 const MARSH = (rel: string) => rel === ".marsh";
 
-/** A project sandbox with an open store. */
-interface Project extends Disposable {
-  readonly sb: Sandbox;
-  readonly root: Dir;
-  readonly store: LayerStore;
-  readonly layersPath: string;
-  snap(opts?: Partial<LayerSnapshotOptions>): LayerSnapshot;
-}
+type Project = LayerProject;
 
 function project(): Project {
-  const sb = sandbox("marsh-layers-test-");
-  Deno.mkdirSync(`${sb.root}/.marsh`);
-  const root = Dir.openAbsolute(sb.root);
-  let store: LayerStore;
-  {
-    using marsh = root.openDir(".marsh");
-    store = LayerStore.open(marsh);
-  }
-  return {
-    sb,
-    root,
-    store,
-    layersPath: `${sb.root}/.marsh/layers`,
-    snap(opts = {}) {
-      return store.snapshot({
-        source: root,
-        ignore: null,
-        skipTop: new Set([".marsh"]),
-        chain: "tracked",
-        ...opts,
-      });
-    },
-    [Symbol.dispose]() {
-      store.close();
-      root.close();
-      sb[Symbol.dispose]();
-    },
-  };
-}
-
-/** Mounts a stack read-only, as a split's base would be; unmounted on dispose. */
-async function mountStack(
-  p: Project,
-  layers: readonly string[],
-): Promise<AsyncDisposable & { path: string }> {
-  const lowers = layers.map((id) => `${p.layersPath}/${id}/data`).reverse();
-  if (lowers.length === 1) {
-    p.store.emptyLayer().close();
-    lowers.push(`${p.layersPath}/.empty`);
-  }
-  const path = Deno.makeTempDirSync({ dir: p.sb.top, prefix: "mnt-" });
-  const opts = { home: p.sb.home };
-  await run(
-    "mount",
-    ["-t", "overlay", "overlay", "-o", `ro,lowerdir=${lowers.join(":")}`, path],
-    opts,
-  );
-  return {
-    path,
-    async [Symbol.asyncDispose]() {
-      await run("umount", [path], opts);
-      Deno.removeSync(path);
-    },
-  };
+  return layerProject("marsh-layers-test-");
 }
 
 /** The layer directories (sealed or not) in the store. */
@@ -146,20 +75,6 @@ function assertIndexIsStack(snap: LayerSnapshot, mnt: string): void {
     }
   }
   assert.ok(seen >= 0);
-}
-
-/** `git write-tree` of the live tree (less `.marsh`), through a scratch repository outside it. */
-async function gitTree(p: Project, gitDir: string): Promise<string> {
-  const opts = { home: p.sb.home };
-  try {
-    Deno.statSync(gitDir);
-  } catch {
-    await gitOk(p.sb.top, ["init", "-q", "--bare", gitDir], opts);
-    Deno.writeTextFileSync(`${gitDir}/info/exclude`, "/.marsh/\n");
-  }
-  const base = ["-c", "core.bare=false", `--git-dir=${gitDir}`, `--work-tree=${p.sb.root}`];
-  await gitOk(p.sb.root, [...base, "add", "-A"], opts);
-  return (await gitOk(p.sb.root, [...base, "write-tree"], opts)).trim();
 }
 
 // ---------------------------------------------------------------------------

@@ -194,10 +194,6 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       });
       return;
     }
-    case "remove-fork":
-      workspace(req.id).removeFork(req.label);
-      send({ v: 1, t: "ok" });
-      return;
     case "remove":
       workspace(req.id).remove();
       splits.delete(req.id);

@@ -11,7 +11,7 @@
  * @module
  */
 
-import type { SplitParent } from "../protocol/splitfs.ts";
+import type { SplitParent } from "../protocol/splitfs_fields.ts";
 import { Dir, type EntryKind, SymlinkRefusedError, WrongKindError } from "./dir.ts";
 import { SnapshotError } from "./errors.ts";
 import { E, FsError } from "./ffi.ts";

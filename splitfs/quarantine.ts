@@ -6,9 +6,11 @@
  * renamed to `.admin/.rejected-<label>` (no label starts with `.`, and nothing
  * points there), a fresh one is written from the same spec, and a `.git` the
  * branch put at the fork's root in place of the gitfile is renamed to
- * `.git.rejected-<random>`. The fork's files are not touched; the fork then
- * reads as the caller's HEAD and index plus the branch's changes, so
- * `git -C <fork> status` and `git diff` show its work.
+ * `.git.rejected-<random>`, and so is every nested `.git` (a cloned
+ * dependency's), in its own directory, so Git run there meets none of its
+ * config. The fork's other files are not touched; the fork then reads as the
+ * caller's HEAD and index plus the branch's changes, so `git -C <fork>
+ * status` and `git diff` show its work.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -16,15 +18,23 @@
  */
 
 import { type AdminSpec, gitfileBytes, verifyAdmin, writeAdminDir } from "./admin.ts";
-import { type Dir, InvalidNameError } from "./dir.ts";
+import type { CandidateDir } from "./compare.ts";
+import { type Dir, type EntryKind, InvalidNameError } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
+import { mountOfFd } from "./mount_boundary.ts";
+import { GIT_NAME, isGitName } from "./snapshot.ts";
 
 /** The name under `.admin/` that a rejected fork's own admin dir is moved to. */
 export function quarantinedAdminName(label: string): string {
   return `.rejected-${label}`;
 }
 
-const GIT = ".git";
+const GIT = GIT_NAME;
+
+/** The name a set-aside `name` gets in its directory: `<name>.rejected-<random>`. */
+function asideName(name: string): string {
+  return `${name}.rejected-${crypto.randomUUID().slice(0, 8)}`;
+}
 
 /**
  * Moves a branch-made `.git` at the fork's root aside (for a project without
@@ -33,9 +43,77 @@ const GIT = ".git";
  */
 export function quarantineRootGit(fork: Dir): string | null {
   if (fork.statAt(GIT) === null) return null;
-  const name = `${GIT}.rejected-${crypto.randomUUID().slice(0, 8)}`;
+  const name = asideName(GIT);
   fork.rename(GIT, fork, name);
   return name;
+}
+
+/** Most nested `.git` entries set aside in one fork; past it the set-aside fails, loudly. */
+export const MAX_NESTED_GITS = 1024;
+
+/**
+ * Moves every nested `.git` of a rejected fork aside, each renamed
+ * `<name>.rejected-<random>` in its own directory: Git run in that directory,
+ * or an IDE scanning for repositories, then meets no config the branch wrote
+ * (docs/engine.md "Capture and verification"). Names Git treats as `.git`
+ * (`.GIT`, `git~1`) go too. It searches where capture does: `scope` (an
+ * overlay fork's upper-dir candidates) or the whole fork. The root's own
+ * `.git` is the fork's gitfile, set aside by {@linkcode quarantineAdmin}. A
+ * directory on another mount is neither entered nor written.
+ *
+ * @returns the fork-relative paths set aside, in the order found
+ * @throws {Error} past {@linkcode MAX_NESTED_GITS}, or when a directory named
+ *   in bytes that are not UTF-8 could not be searched (after the rest was)
+ * @throws {FsError} when a rename fails (a mount on the `.git`, say)
+ */
+export function quarantineNestedGits(fork: Dir, scope: CandidateDir): string[] {
+  const walk: NestedWalk = { mount: mountOfFd(fork.fd, fork.path).id, moved: [], unsearched: [] };
+  walkNested(fork, "", scope, walk);
+  if (walk.unsearched.length > 0) {
+    throw new Error(
+      `a directory named in bytes that are not UTF-8 was not searched, in ${
+        walk.unsearched.join(", ")
+      }`,
+    );
+  }
+  return walk.moved;
+}
+
+interface NestedWalk {
+  readonly mount: number;
+  readonly moved: string[];
+  /** Directories holding a subdirectory whose name is not UTF-8 (which cannot be opened by name). */
+  readonly unsearched: string[];
+}
+
+function walkNested(dir: Dir, rel: string, scope: CandidateDir, walk: NestedWalk): void {
+  const kinds = new Map<string, EntryKind | undefined>();
+  if (scope === "all") {
+    const listed = dir.decodableEntries();
+    for (const e of listed.entries) kinds.set(e.name, e.kind);
+    if (listed.undecodable.some((k) => k === undefined || k === "dir")) {
+      walk.unsearched.push(rel === "" ? "." : rel);
+    }
+  } else {
+    for (const name of scope.keys()) kinds.set(name, undefined);
+  }
+  for (const [name, listedKind] of kinds) {
+    const path = rel === "" ? name : `${rel}/${name}`;
+    if (isGitName(name)) {
+      if ((rel === "" && name === GIT) || dir.statAt(name) === null) continue;
+      if (walk.moved.length >= MAX_NESTED_GITS) {
+        throw new Error(`more than ${MAX_NESTED_GITS} nested .git entries`);
+      }
+      dir.rename(name, dir, asideName(name));
+      walk.moved.push(path);
+      continue;
+    }
+    if ((listedKind ?? dir.statAt(name)?.kind) !== "dir") continue;
+    using child = dir.openDir(name);
+    if (mountOfFd(child.fd, child.path).id !== walk.mount) continue;
+    // As capture: a name listed without a subtree is searched whole.
+    walkNested(child, path, scope === "all" ? "all" : scope.get(name) ?? "all", walk);
+  }
 }
 
 /**
@@ -99,9 +177,25 @@ export function verifyForkGit(
  *   status warns not to run Git in the fork
  */
 export function setAsideForkGit(git: ForkGit, reason: string): void {
-  try {
+  setAside(git, reason, () => {
     if (git.spec) quarantineAdmin(git.admins, git.label, git.fork, git.spec);
     else quarantineRootGit(git.fork);
+  });
+}
+
+/**
+ * Sets a rejected fork's nested `.git` entries aside
+ * ({@linkcode quarantineNestedGits}).
+ *
+ * @throws {RejectedError} as {@linkcode setAsideForkGit}
+ */
+export function setAsideNestedGits(git: ForkGit, scope: CandidateDir, reason: string): void {
+  setAside(git, reason, () => quarantineNestedGits(git.fork, scope));
+}
+
+function setAside(git: ForkGit, reason: string, aside: () => unknown): void {
+  try {
+    aside();
   } catch (cause) {
     throw new RejectedError(
       `${reason}; its Git metadata could not be set aside (${

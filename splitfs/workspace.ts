@@ -17,6 +17,7 @@ import {
   FILES_FILE,
   PATCH_FILE,
 } from "./capture.ts";
+import type { CandidateDir } from "./compare.ts";
 import { type MissingOut, missingOut, type OutExpectation } from "./out_check.ts";
 import {
   type CopyStrategy,
@@ -65,7 +66,8 @@ import {
   TRASH_DIR,
 } from "./layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
-import type { ForkPolicy, SplitParent } from "../protocol/splitfs.ts";
+import type { ForkPolicy } from "../protocol/splitfs.ts";
+import type { SplitParent } from "../protocol/splitfs_fields.ts";
 import { DATA as LAYER_DATA, ignoreKeyOf, LayerStore, SEALED as LAYER_SEAL } from "./layers.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { isSplitOverlay, refuseForeignMounts, unmountSplit } from "./split_mounts.ts";
@@ -75,11 +77,10 @@ import {
   type OverlayMode,
   probeOverlay,
   removeOverlayFork,
-  unmount,
   UPPER_DIR,
 } from "./overlay.ts";
 import { ObjectStore } from "./store.ts";
-import { type ForkGit, setAsideForkGit, verifyForkGit } from "./quarantine.ts";
+import { type ForkGit, setAsideForkGit, setAsideNestedGits, verifyForkGit } from "./quarantine.ts";
 import { ensureObjectsLink } from "./objects_link.ts";
 import { alternateOf } from "../protocol/fork_view.ts";
 import type { StatIndex } from "./old_tree.ts";
@@ -837,13 +838,16 @@ export class SplitWorkspace implements Disposable {
     };
     const rejected = verifyForkGit(git, (error) => this.#shown(error, label));
     let summary: CaptureSummary;
+    // Where capture looks, and so where a rejected fork's nested .git is searched for.
+    let scope: CandidateDir = "all";
     try {
       using out = this.#openOut(label);
       // An overlay fork names what its branch touched: only those paths are compared.
       const candidates = f.candidates();
+      if (candidates.kind === "tree") scope = candidates.tree;
       summary = captureToDir(
         {
-          candidates: candidates.kind === "tree" ? candidates.tree : undefined,
+          candidates: scope,
           old: engine.base,
           oldIndex: engine.baseIndex,
           new: f.dir,
@@ -866,11 +870,12 @@ export class SplitWorkspace implements Disposable {
           { cause: error },
         )
         : error;
-      if (rejected === null) throw refused;
-      setAsideForkGit(git, rejected);
-      throw refused instanceof RejectedError
-        ? new RejectedError(`${rejected}; ${refused.reason}`, { cause: refused })
-        : refused;
+      if (rejected !== null) setAsideForkGit(git, rejected);
+      if (!(refused instanceof RejectedError)) throw refused;
+      const reason = rejected === null ? refused.reason : `${rejected}; ${refused.reason}`;
+      // The walk stopped there: a nested .git (a cloned dependency) may be kept in the fork.
+      setAsideNestedGits(git, scope, reason);
+      throw rejected === null ? refused : new RejectedError(reason, { cause: refused });
     }
     if (rejected !== null) setAsideForkGit(git, rejected);
     return { ...summary, rejected };
@@ -1111,52 +1116,6 @@ export class SplitWorkspace implements Disposable {
       : this.#rootDir.openPath(`${GIT_NAME}/objects`);
     const summary = exportPatchObjects(this.#outDir(), labels, store, target);
     return { ...summary, target: target.path };
-  }
-
-  /**
-   * Removes a rejected fork's tree and admin dir (its out/ stays for the
-   * status). An overlay fork is unmounted (and the unmount verified) before
-   * anything is deleted. A mount marsh did not make in the fork, its upper
-   * dir or its admin dir refuses the removal before anything changes
-   * (docs/engine.md "Removal").
-   *
-   * @throws {MountPointError} naming such a mount; nothing is changed
-   * @throws {MountBusyError} when the fork cannot be unmounted; nothing is deleted
-   */
-  removeFork(label: string): void {
-    const engine = this.#made("removing one fork");
-    const f = this.#fork(label);
-    this.#checkSplit();
-    this.#checkFork(f);
-    const own = f.made?.mount;
-    refuseForeignMounts(
-      `${this.dirPath}/${label}`,
-      [label, `${OVERLAY_DIR}/${label}`, `${ADMIN_DIR}/${label}`].map((r) =>
-        `${this.dirPath}/${r}`
-      ),
-      this.#finishWith,
-      (m) => own !== undefined && m.id === own.mountId && isSplitOverlay(m, this.dirPath),
-    );
-    try {
-      if (own) {
-        f.made!.close();
-        this.#forks.delete(label);
-        unmount(this.#dir, label, own);
-        this.#dir.rmdir(label);
-        using overlays = this.#dir.openDir(OVERLAY_DIR);
-        overlays.removeTree(label);
-      } else {
-        f.dir.clear();
-        this.#dir.rmdir(label);
-        f.dir.close();
-        this.#forks.delete(label);
-      }
-      engine.admins.removeTree(label);
-    } catch (error) {
-      // A mount that came after the check above: the removal stopped there.
-      if (error instanceof MountPointError) throw error.withFix(this.#finishWith);
-      throw error;
-    }
   }
 
   /** The command that finishes a removal this split's refused. */

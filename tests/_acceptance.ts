@@ -341,3 +341,17 @@ export class Sandbox implements AsyncDisposable {
     }
   }
 }
+
+/** Nine numbered lines: room for hunks far enough apart to apply or merge on their own. */
+export const NINE = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+
+/**
+ * A sandbox whose `a.txt` is {@linkcode NINE}, committed, then edited on
+ * line 1 without a commit: a snapshot's pre-image of `a.txt` is in no
+ * commit, so `git apply --3way` finds it only where join put it.
+ */
+export async function uncommittedNine(): Promise<Sandbox> {
+  const sb = await Sandbox.create({ files: { "a.txt": NINE } });
+  Deno.writeTextFileSync(`${sb.project}/a.txt`, NINE.replace("1\n", "one\n"));
+  return sb;
+}

@@ -133,15 +133,22 @@ set -o pipefail
   assert.doesNotMatch(rendering, /^\+fsm$/m);
   assert.equal(branch("nest").files, 0);
   assert.ok(!exists(`${s.out}/nest/diff.patch`));
-  assert.ok(exists(`${branch("nest").fork}/sub/.git/config`), "the nested repository is kept");
+  const nested = [...Deno.readDirSync(`${branch("nest").fork}/sub`)].find((e) =>
+    e.name.startsWith(".git.rejected-")
+  );
+  assert.ok(nested, "the nested repository is kept, set aside");
+  assert.ok(exists(`${branch("nest").fork}/sub/${nested.name}/config`));
   assert.equal(branch("ok").status, "exited 0");
 
-  // A host git (or an IDE) in each kept fork meets only marsh's metadata.
+  // A host git (or an IDE) in each kept fork meets only marsh's metadata, in
+  // the nested repository's directory too.
   for (const label of Object.keys(reasons)) {
     const st = await sb.runGit(["-C", branch(label).fork, "status", "--porcelain"]);
     assert.equal(st.code, 0, show(st));
     assert.match(st.stdout, /^ M a\.txt$/m, label);
   }
+  const inSub = await sb.runGit(["-C", `${branch("nest").fork}/sub`, "status", "--porcelain"]);
+  assert.equal(inSub.code, 0, show(inSub));
   assert.ok(!exists(marker), `something ran: ${exists(marker) && Deno.readTextFileSync(marker)}`);
   // The control: the marker mechanism works when Git is told to use the branch's config.
   const control = await sb.runGit([
@@ -163,3 +170,73 @@ set -o pipefail
   assert.equal(rm.code, 0, show(rm));
   assert.ok(!exists(s.dir));
 });
+
+for (const forks of ["copy", "auto"] as const) {
+  Deno.test({
+    name:
+      `a shell branch rejected for cloning a dependency with core.fsmonitor keeps its work, and git in that dependency runs nothing (forks: ${forks})`,
+    permissions: PERMISSIONS,
+  }, async () => {
+    await using sb = await Sandbox.create({ env: { MARSH_FORKS: forks } });
+    const marker = `${sb.scratch}/marker`;
+    const prog = `${sb.scratch}/prog.sh`;
+    Deno.writeTextFileSync(prog, `#!/bin/sh\necho "$0 $*" >> '${marker}'\nexit 1\n`, {
+      mode: 0o755,
+    });
+    const upstream = `${sb.scratch}/upstream`;
+    const made = await sb.bash(
+      `git init -q -b main '${upstream}' && echo lib > '${upstream}/lib.txt' &&
+       git -C '${upstream}' add -A && git -C '${upstream}' commit -qm lib`,
+    );
+    assert.equal(made.code, 0, show(made));
+    // Two repositories: capture stops at the first, and each must be set aside.
+    const r = await sb.bash(
+      String.raw`
+set -o pipefail
+"$M" split -n -b dep='
+  echo more >> a.txt &&
+  git clone -q "$UPSTREAM" dep && git -C dep config core.fsmonitor "$PROG" &&
+  echo work > dep/work.txt &&
+  git init -q tools/gen && git -C tools/gen config core.fsmonitor "$PROG" && echo gen > tools/gen/gen.txt' |
+  "$M" join -- sh -c 'cat > /dev/null'
+`,
+      { env: { UPSTREAM: upstream, PROG: prog } },
+    );
+    assert.equal(r.code, 125, show(r));
+    const [s] = await sb.splits();
+    assert.ok(s);
+    const b = s.branches[0]!;
+    assert.equal(b.status, "rejected: nested .git at dep/.git");
+    assert.equal(s.state, "kept");
+    const fork = b.fork!;
+    // The work is all there.
+    assert.equal(Deno.readTextFileSync(`${fork}/a.txt`), "hello\nmore\n");
+    assert.equal(Deno.readTextFileSync(`${fork}/dep/work.txt`), "work\n");
+    assert.equal(Deno.readTextFileSync(`${fork}/dep/lib.txt`), "lib\n");
+    assert.equal(Deno.readTextFileSync(`${fork}/tools/gen/gen.txt`), "gen\n");
+    // Git in each dependency finds the fork's own metadata (marsh's) and runs nothing.
+    for (const dir of ["dep", "tools/gen", ""]) {
+      const st = await sb.runGit(["-C", `${fork}/${dir}`, "status", "--porcelain"]);
+      assert.equal(st.code, 0, show(st));
+      assert.match(st.stdout, /^ M a\.txt$/m, dir);
+    }
+    assert.ok(!exists(marker), `something ran: ${exists(marker) && Deno.readTextFileSync(marker)}`);
+    // Each repository is kept beside its files, renamed; the control: Git told to use it obeys its config.
+    for (const dir of ["dep", "tools/gen"]) {
+      const aside = [...Deno.readDirSync(`${fork}/${dir}`)].map((e) => e.name)
+        .filter((n) => /^\.git\.rejected-[0-9a-f]{8}$/.test(n));
+      assert.equal(aside.length, 1, dir);
+      assert.ok(!exists(`${fork}/${dir}/.git`), dir);
+      const control = await sb.runGit([
+        `--git-dir=${fork}/${dir}/${aside[0]}`,
+        `--work-tree=${fork}/${dir}`,
+        "status",
+      ]);
+      assert.equal(control.code, 0, show(control));
+    }
+    assert.ok(exists(marker), "the marker mechanism works");
+    const rm = await sb.marsh(["splits", "rm", s.id]);
+    assert.equal(rm.code, 0, show(rm));
+    assert.ok(!exists(s.dir));
+  });
+}

@@ -7,10 +7,15 @@
  */
 
 import assert from "node:assert/strict";
-import { exists, handleId, PERMISSIONS, type Sandbox as SandboxT, show } from "./_acceptance.ts";
-import { Sandbox } from "./_acceptance.ts";
-
-const NINE = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+import {
+  exists,
+  handleId,
+  NINE,
+  PERMISSIONS,
+  Sandbox,
+  show,
+  uncommittedNine,
+} from "./_acceptance.ts";
 /** `git hash-object` of {@linkcode NINE}: the committed a.txt, a loose object in the project. */
 const NINE_ID = "07193989308c972f8a2d0f1b3a15c29ea4ac565b";
 
@@ -25,7 +30,7 @@ const RECIPE = String.raw`"$M" split -b fix='${BRANCH}' | "$M" join -- sh -c '
   GIT_ALTERNATE_OBJECT_DIRECTORIES="$SPLIT_OBJECTS" git apply --3way "$SPLIT_DIR/fix/diff.patch"'`;
 
 /** Git must find every object the index and HEAD name, and be able to save and commit them. */
-async function assertRepositoryWhole(sb: SandboxT): Promise<void> {
+async function assertRepositoryWhole(sb: Sandbox): Promise<void> {
   const fsck = await sb.runGit(["fsck", "--full", "--no-dangling"]);
   assert.equal(fsck.code, 0, `git fsck --full: ${show(fsck)}`);
   assert.doesNotMatch(fsck.stdout + fsck.stderr, /missing|invalid|corrupt/, show(fsck));
@@ -68,9 +73,8 @@ Deno.test({
   name: "a conflicted 3-way merge through the recipe: every stage's blob is in the project",
   permissions: PERMISSIONS,
 }, async () => {
-  await using sb = await Sandbox.create({ files: { "a.txt": NINE } });
   // An uncommitted edit goes into the snapshot: the patch's pre-image is in no commit.
-  Deno.writeTextFileSync(`${sb.project}/a.txt`, NINE.replace("1\n", "one\n"));
+  await using sb = await uncommittedNine();
   const r = await sb.bash(String.raw`
 set -o pipefail
 "$M" split -b fix="sed -i 's/^9\$/nine/' a.txt" | "$M" join -- sh -c '

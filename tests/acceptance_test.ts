@@ -5,17 +5,22 @@
  */
 
 import assert from "node:assert/strict";
-import { exists, handleId, PERMISSIONS, Sandbox, show, waitFor } from "./_acceptance.ts";
-
-const NINE = "1\n2\n3\n4\n5\n6\n7\n8\n9\n";
+import {
+  exists,
+  handleId,
+  PERMISSIONS,
+  Sandbox,
+  show,
+  uncommittedNine,
+  waitFor,
+} from "./_acceptance.ts";
 
 Deno.test({
   name: "a plain-bash pipeline: three -b branches | join -- CMD applies one with git apply --3way",
   permissions: PERMISSIONS,
 }, async () => {
-  await using sb = await Sandbox.create({ files: { "a.txt": NINE } });
   // An uncommitted edit goes into the snapshot, so the patch's preimage is in no commit.
-  Deno.writeTextFileSync(`${sb.project}/a.txt`, NINE.replace("1\n", "one\n"));
+  await using sb = await uncommittedNine();
   const r = await sb.bash(String.raw`
 set -o pipefail
 printf 'from the spool\n' |

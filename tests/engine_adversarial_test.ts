@@ -374,11 +374,10 @@ for (const forks of POLICIES) {
     assert.equal(committed.files, 1);
     assert.equal(committed.rejected, null);
 
-    // removeFork still removes a fork whole; its out/ stays for the status.
-    ws.removeFork("config");
-    assert.equal(exists(`${splitDir(sb.root)}/config`), false);
-    assert.equal(exists(admin("config")), false);
-    assert.equal(exists(`${splitDir(sb.root)}/out/config`), true);
+    // The split's removal takes the kept forks and their set-aside metadata along.
+    ws.remove();
+    assert.equal(exists(splitDir(sb.root)), false);
+    assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/.trash`)], []);
   });
 }
 
@@ -406,14 +405,91 @@ for (const forks of POLICIES) {
       ["ntfs-dots", "sub/.git. /config", "nested .git at sub/.git. "],
       ["root-upper", ".Git/config", "nested .git at .Git"],
     ];
+    /** The names in `dir` that `name` was set aside as. */
+    const asideOf = (dir: string, name: string) =>
+      [...Deno.readDirSync(dir)].map((e) => e.name).filter((n) =>
+        n.startsWith(`${name}.rejected-`) &&
+        /^[0-9a-f]{8}$/.test(n.slice(`${name}.rejected-`.length))
+      );
     for (const [label, rel, reason] of cases) {
       const fork = ws.fork(label);
       put(fork.path, rel, "[core]\n\tfsmonitor = /bin/false\n");
+      put(fork.path, "sub/work.txt", "work\n");
       expectRejected(ws, label, reason);
+      // The kept fork's repository is moved aside in its own directory, its work untouched.
+      const at = reason.slice("nested .git at ".length);
+      const slash = at.lastIndexOf("/");
+      const [dir, name] = [`${fork.path}/${at.slice(0, slash + 1)}`, at.slice(slash + 1)];
+      assert.equal(exists(`${fork.path}/${at}`), false, label);
+      assert.equal(asideOf(dir, name).length, 1, label);
+      assert.equal(text(`${fork.path}/sub/work.txt`), "work\n", label);
     }
     const link = ws.fork("link");
     Deno.symlinkSync(sb.outside, `${link.path}/sub/.git`);
+    const outside = fingerprint(sb.outside, { times: true });
     expectRejected(ws, "link", "nested .git at sub/.git");
+    const [moved] = asideOf(`${link.path}/sub`, ".git");
+    assert.equal(Deno.readLinkSync(`${link.path}/sub/${moved}`), sb.outside);
+    assert.deepEqual(fingerprintDiff(outside, fingerprint(sb.outside, { times: true })), []);
+
+    // Every one is found, not only the first capture met: in the snapshot's
+    // directories, in new and ignored ones, and look-alikes.
+    const many = ws.fork("many");
+    const all = ["build/x/.git", "dep/.git", "newdir/a/.git", "sub/.GIT", "sub/deeper/.git"];
+    for (const rel of all) put(many.path, `${rel}/config`, "[core]\n\tfsmonitor = /bin/false\n");
+    expectRejected(ws, "many", "nested .git at build/x/.git");
+    for (const rel of all) {
+      const slash = rel.lastIndexOf("/");
+      assert.equal(exists(`${many.path}/${rel}`), false, rel);
+      const [aside] = asideOf(`${many.path}/${rel.slice(0, slash)}`, rel.slice(slash + 1));
+      assert.ok(aside, rel);
+      assert.equal(exists(`${many.path}/${rel.slice(0, slash)}/${aside}/config`), true, rel);
+    }
+  });
+}
+
+for (const forks of POLICIES) {
+  Deno.test({
+    name:
+      `setting a rejected fork's nested .git aside never writes through a mount, and says when a directory could not be searched (forks: ${forks})`,
+    permissions: running("bash", "mount"),
+  }, async () => {
+    using sb = sandbox();
+    await gitProject(sb, { "a.txt": "a\n" });
+    using ws = create({ root: sb.root, env: { HOME: sb.home } }, forks);
+    // A bind mount of an outside cache holding a repository, in a fork with its own nested one.
+    put(sb.outside, "cache/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
+    const cache = fingerprint(sb.outside, { times: true });
+    const mounted = ws.fork("mounted");
+    put(mounted.path, "dep/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
+    Deno.mkdirSync(`${mounted.path}/vm`);
+    await run("mount", ["--bind", `${sb.outside}/cache`, `${mounted.path}/vm`], { home: sb.home });
+    try {
+      expectRejected(ws, "mounted", "nested .git at dep/.git");
+      assert.equal(exists(`${mounted.path}/dep/.git`), false);
+      assert.equal(exists(`${mounted.path}/vm/.git/config`), true, "the mount is not written");
+    } finally {
+      await run("umount", [`${mounted.path}/vm`], { home: sb.home });
+    }
+    assert.deepEqual(fingerprintDiff(cache, fingerprint(sb.outside, { times: true })), []);
+
+    // A directory whose name is not UTF-8 cannot be opened by name: the rest
+    // is set aside, and the status says not to run git there.
+    const bad = ws.fork("bad");
+    put(bad.path, "dep/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
+    await run("bash", ["-c", "mkdir -p $'x/bad\\xff/.git'"], { home: sb.home, cwd: bad.path });
+    const err = throwsA(() => ws.capture("bad"), RejectedError);
+    assert.match(
+      err.reason,
+      new RegExp(
+        `; its Git metadata could not be set aside \\(a directory named in bytes that are not UTF-8 was not searched, in x\\): do not run git in ${
+          splitDir(sb.root)
+        }/bad$`,
+      ),
+    );
+    assert.equal(exists(`${bad.path}/dep/.git`), false);
+    // Removal goes by raw names (the sandbox's clean-up cannot).
+    ws.remove();
   });
 }
 

@@ -10,9 +10,9 @@ import type {
   DoneReply,
   ForkedReply,
   LocatedReply,
-  RenderBranchSpec,
   WireIdentity,
 } from "../protocol/splitfs.ts";
+import type { RenderBranchSpec } from "../protocol/splitfs_out.ts";
 import { denoPath, SplitfsError, SplitfsService } from "../splitfs/client.ts";
 import { splitfsFlags } from "../protocol/permissions.ts";
 import {

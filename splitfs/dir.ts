@@ -591,31 +591,6 @@ export class Dir implements Disposable {
     return new Dir(fd, path);
   }
 
-  /**
-   * {@linkcode Dir.entries} for a search that needs only names Git can use:
-   * a name that is not UTF-8 is left out, and only its kind is returned.
-   */
-  decodableEntries(): { entries: Entry[]; undecodable: (EntryKind | undefined)[] } {
-    const entries: Entry[] = [];
-    const undecodable: (EntryKind | undefined)[] = [];
-    for (const e of this.#rawEntries()) {
-      if (e.ascii !== null) {
-        entries.push({ name: e.ascii, kind: e.kind });
-        continue;
-      }
-      let name: string;
-      try {
-        name = fatalUtf8.decode(e.raw);
-      } catch (error) {
-        if (!(error instanceof TypeError)) throw error;
-        undecodable.push(e.kind);
-        continue;
-      }
-      entries.push({ name, kind: e.kind });
-    }
-    return { entries, undecodable };
-  }
-
   #rawEntries(): RawEntry[] {
     const out: RawEntry[] = [];
     const buf = direntBuf;

@@ -62,43 +62,39 @@ export const MAX_NESTED_GITS = 1024;
  * directory on another mount is neither entered nor written.
  *
  * @returns the fork-relative paths set aside, in the order found
- * @throws {Error} past {@linkcode MAX_NESTED_GITS}, or when a directory named
- *   in bytes that are not UTF-8 could not be searched (after the rest was)
+ * @throws {Error} past {@linkcode MAX_NESTED_GITS}
  * @throws {FsError} when a rename fails (a mount on the `.git`, say)
  */
 export function quarantineNestedGits(fork: Dir, scope: CandidateDir): string[] {
-  const walk: NestedWalk = { mount: mountOfFd(fork.fd, fork.path).id, moved: [], unsearched: [] };
+  const walk: NestedWalk = { mount: mountOfFd(fork.fd, fork.path).id, moved: [] };
   walkNested(fork, "", scope, walk);
-  if (walk.unsearched.length > 0) {
-    throw new Error(
-      `a directory named in bytes that are not UTF-8 was not searched, in ${
-        walk.unsearched.join(", ")
-      }`,
-    );
-  }
   return walk.moved;
 }
 
 interface NestedWalk {
   readonly mount: number;
   readonly moved: string[];
-  /** Directories holding a subdirectory whose name is not UTF-8 (which cannot be opened by name). */
-  readonly unsearched: string[];
 }
 
 function walkNested(dir: Dir, rel: string, scope: CandidateDir, walk: NestedWalk): void {
+  const at = (name: string) => rel === "" ? name : `${rel}/${name}`;
   const kinds = new Map<string, EntryKind | undefined>();
   if (scope === "all") {
-    const listed = dir.decodableEntries();
+    const listed = dir.listing();
     for (const e of listed.entries) kinds.set(e.name, e.kind);
-    if (listed.undecodable.some((k) => k === undefined || k === "dir")) {
-      walk.unsearched.push(rel === "" ? "." : rel);
+    // A directory named in other bytes is searched too (opened by its bytes): a
+    // nested repository there would obey its config as well.
+    for (const e of listed.invalid) {
+      if ((e.kind ?? dir.statAtRaw(e.raw)?.kind) !== "dir") continue;
+      using child = dir.openDirRaw(e.raw);
+      if (mountOfFd(child.fd, child.path).id !== walk.mount) continue;
+      walkNested(child, at(e.shown), "all", walk);
     }
   } else {
     for (const name of scope.keys()) kinds.set(name, undefined);
   }
   for (const [name, listedKind] of kinds) {
-    const path = rel === "" ? name : `${rel}/${name}`;
+    const path = at(name);
     if (isGitName(name)) {
       if ((rel === "" && name === GIT) || dir.statAt(name) === null) continue;
       if (walk.moved.length >= MAX_NESTED_GITS) {

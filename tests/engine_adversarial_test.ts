@@ -473,21 +473,19 @@ for (const forks of POLICIES) {
     }
     assert.deepEqual(fingerprintDiff(cache, fingerprint(sb.outside, { times: true })), []);
 
-    // A directory whose name is not UTF-8 cannot be opened by name: the rest
-    // is set aside, and the status says not to run git there.
+    // A directory whose name is not UTF-8 is searched by its bytes: its nested
+    // repository is set aside like any other.
     const bad = ws.fork("bad");
     put(bad.path, "dep/.git/config", "[core]\n\tfsmonitor = /bin/false\n");
     await run("bash", ["-c", "mkdir -p $'x/bad\\xff/.git'"], { home: sb.home, cwd: bad.path });
-    const err = throwsA(() => ws.capture("bad"), RejectedError);
-    assert.match(
-      err.reason,
-      new RegExp(
-        `; its Git metadata could not be set aside \\(a directory named in bytes that are not UTF-8 was not searched, in x\\): do not run git in ${
-          splitDir(sb.root)
-        }/bad$`,
-      ),
-    );
+    expectRejected(ws, "bad", "nested .git at dep/.git");
     assert.equal(exists(`${bad.path}/dep/.git`), false);
+    const inner = await run("bash", ["-c", "ls -a $'x/bad\\xff'"], {
+      home: sb.home,
+      cwd: bad.path,
+    });
+    assert.match(inner, /^\.git\.rejected-/m, inner);
+    assert.doesNotMatch(inner, /^\.git$/m, inner);
     // Removal goes by raw names (the sandbox's clean-up cannot).
     ws.remove();
   });

@@ -444,9 +444,14 @@ export class Dir implements Disposable {
   /** `fstatat(name, AT_SYMLINK_NOFOLLOW)`, or `null` when absent. */
   statAt(name: string): Stat | null {
     checkName(name, this.path);
+    return this.#statx(cname(name), () => join(this.path, name));
+  }
+
+  // The path is made only for an error: stat is on the hot path of every walk.
+  #statx(name: Uint8Array, path: () => string): Stat | null {
     const r = libc().statx(
       this.fd,
-      cname(name),
+      name,
       AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
       STATX_BASIC_STATS,
       statxBuf,
@@ -454,7 +459,7 @@ export class Dir implements Disposable {
     if (r === -1) {
       const e = errno();
       if (e === E.ENOENT) return null;
-      throw new FsError("fstatat", join(this.path, name), e);
+      throw new FsError("fstatat", path(), e);
     }
     return decodeStatx();
   }
@@ -562,19 +567,7 @@ export class Dir implements Disposable {
 
   /** `fstatat(AT_SYMLINK_NOFOLLOW)` of a listed name given as bytes, or `null` when absent. */
   statAtRaw(raw: Uint8Array): Stat | null {
-    const r = libc().statx(
-      this.fd,
-      rawName(raw),
-      AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT,
-      STATX_BASIC_STATS,
-      statxBuf,
-    );
-    if (r === -1) {
-      const e = errno();
-      if (e === E.ENOENT) return null;
-      throw new FsError("fstatat", join(this.path, showName(raw)), e);
-    }
-    return decodeStatx();
+    return this.#statx(rawName(raw), () => join(this.path, showName(raw)));
   }
 
   /**

@@ -29,7 +29,8 @@ import { MARSH_DIR } from "../splitfs/layout.ts";
 import { sweepAttempts } from "./attempts.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";
-import { RequestError, type Splits } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
+import type { Splits } from "./splits.ts";
 
 /**
  * Finished splits, which `prune` removes: nothing of theirs runs or waits

@@ -25,7 +25,7 @@ import type { Manifest } from "../protocol/manifest.ts";
 import type { PurgedReply } from "../protocol/purge.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
-import { MARSH_DIR } from "../splitfs/layout.ts";
+import { MARSH_DIR } from "../model/layout.ts";
 import { sweepAttempts } from "./attempts.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";

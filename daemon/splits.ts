@@ -24,7 +24,7 @@ import type {
   LocatedReply,
 } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
-import { labelProblem } from "../splitfs/layout.ts";
+import { labelProblem } from "../model/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { creatorOf, mayView, sameCreator } from "./creator.ts";

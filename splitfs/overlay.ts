@@ -26,7 +26,7 @@ import type { CandidateDir } from "./compare.ts";
 import type { Dir } from "./dir.ts";
 import { cstr, describeErrno, E, errno, FsError, libc, UMOUNT } from "./ffi.ts";
 import type { Fork, ForkStrategy } from "./fork.ts";
-import { OVERLAY_DIR } from "./layout.ts";
+import { OVERLAY_DIR } from "../model/layout.ts";
 import {
   findMount,
   kernelPath,

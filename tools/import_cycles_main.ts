@@ -2,7 +2,7 @@
  * `deno task check`'s import-cycle check: builds the import graph of every
  * non-test `.ts` file under the project root and exits 1 on any module or
  * top-level folder cycle, printing each cycle in import order (see
- * `docs/engine.md`, "Import cycles").
+ * `README.md`, "No import cycles"). Exits 2 when the graph cannot be read.
  *
  * Usage: `deno run --allow-read=. --allow-run=./bin/deno tools/import_cycles_main.ts
  * [--root=DIR] [--deno=PATH]`. `--root` defaults to the working directory,

@@ -14,7 +14,7 @@
 import { join } from "node:path";
 import { Dir } from "../splitfs/dir.ts";
 import { LayerStore } from "../splitfs/layers.ts";
-import { LAYERS_DIR, MARSH_DIR } from "../splitfs/layout.ts";
+import { LAYERS_DIR, MARSH_DIR } from "../model/layout.ts";
 import { readMounts } from "../splitfs/mountinfo.ts";
 import { SplitWorkspace } from "../splitfs/workspace.ts";
 import { runChecked } from "./_command.ts";

@@ -23,7 +23,8 @@ import type { LogsRequest } from "../protocol/daemon.ts";
 import { noBranch } from "./branch_controls.ts";
 import type { Conn } from "./conn.ts";
 import { mayView } from "./creator.ts";
-import { RequestError, type Splits } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
+import type { Splits } from "./splits.ts";
 
 /** How often a follower looks for new output. */
 const POLL_MS = 100;

@@ -25,11 +25,12 @@ import type { Manifest } from "../protocol/manifest.ts";
 import type { PurgedReply } from "../protocol/purge.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
-import { MARSH_DIR } from "../splitfs/layout.ts";
+import { MARSH_DIR } from "../model/layout.ts";
 import { sweepAttempts } from "./attempts.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";
-import { RequestError, type Splits } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
+import type { Splits } from "./splits.ts";
 
 /**
  * Finished splits, which `prune` removes: nothing of theirs runs or waits

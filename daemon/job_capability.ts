@@ -21,7 +21,7 @@ import {
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
 import { POOL_SIZE } from "./pool.ts";
-import { MAX_BRANCHES, MAX_DEPTH } from "./splits.ts";
+import { MAX_BRANCHES, MAX_DEPTH } from "./limits.ts";
 
 /** `job.json` as the daemon knows it: the worker adds `path`. */
 export type JobJsonBase = Omit<JobJson, "path">;

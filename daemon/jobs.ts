@@ -21,7 +21,7 @@ import type { JobInfo, WorkersResetReply } from "../protocol/daemon.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";
 import type { BranchPool } from "./pool.ts";
-import { RequestError } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
 import type { KitResetResult } from "./worker_link.ts";
 
 /** A job as the protocol carries it. */

@@ -23,7 +23,7 @@ import {
 import type { KitInfo, KitsAddRequest } from "../protocol/daemon.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";
-import { RequestError } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
 
 /** The hint every "which Kits are there" message ends with. */
 export const ADD_HINT = "add one with: marsh kits add NAME --image IMAGE";

@@ -3,7 +3,7 @@ import { Journal } from "../journal/journal.ts";
 import type { KitsAddRequest } from "../protocol/daemon.ts";
 import type { Authority } from "./conn.ts";
 import { KitRegistry } from "./kits.ts";
-import { RequestError } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
 
 const host: Authority = { kind: "host" };
 const branch: Authority = { kind: "branch", split: "s1", label: "a", session: "host" };

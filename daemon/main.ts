@@ -47,7 +47,8 @@ import { Log } from "./log.ts";
 import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
-import { RequestError, type Settings, settingsFromEnv, Splits } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
+import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
 import { chooseShellView } from "./shell_view.ts";
 

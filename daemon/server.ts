@@ -25,7 +25,8 @@ import type { Housekeeping } from "./housekeeping.ts";
 import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
-import { type BranchSockets, RequestError, type Splits } from "./splits.ts";
+import { RequestError } from "./request_error.ts";
+import type { BranchSockets, Splits } from "./splits.ts";
 
 /** How long a refused request's connection is read on before it is closed. */
 const DRAIN_MS = 2_000;

@@ -20,7 +20,7 @@ import type { View } from "../journal/records.ts";
 import { isWithin } from "../protocol/kit_launch.ts";
 import type { ShellView } from "../protocol/worker.ts";
 import { UNSHARE } from "../splitfs/client.ts";
-import { MARSH_DIR } from "../splitfs/layout.ts";
+import { MARSH_DIR } from "../model/layout.ts";
 
 /** The view shell branches get, and why. */
 export interface ShellViewChoice {

@@ -24,7 +24,7 @@ import type {
   LocatedReply,
 } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
-import { labelProblem } from "../splitfs/layout.ts";
+import { labelProblem } from "../model/layout.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { creatorOf, mayView, sameCreator } from "./creator.ts";
@@ -48,12 +48,9 @@ import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
 import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
+import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "./limits.ts";
+import { RequestError } from "./request_error.ts";
 
-/** Spec 000 §4 and §12 bounds. */
-export const MAX_BRANCHES = 16;
-export const MAX_DEPTH = 3;
-export const SPOOL_LIMIT = 64 * 1024 * 1024;
-export const OUTPUT_LIMIT = 16 * 1024 * 1024;
 /** How often the captured output of a running split is measured. */
 const OUTPUT_POLL_MS = 100;
 
@@ -174,14 +171,6 @@ class LiveSplit {
   readonly stopped = new Map<string, string>();
   readonly timing: Record<string, number> = {};
   constructor(readonly id: string, readonly session: string) {}
-}
-
-/** A request the caller got wrong; `code` is the exit status. */
-export class RequestError extends Error {
-  override name = "RequestError";
-  constructor(readonly code: number, message: string) {
-    super(message);
-  }
 }
 
 const SIGNALS: Record<string, number> = {

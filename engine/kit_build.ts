@@ -17,6 +17,7 @@ import { createHash } from "node:crypto";
 import type { DockerApi, ImageInfo } from "./docker_api.ts";
 import { assembleRootfs, type FileCopy, IMAGE_PATH } from "./rootfs.ts";
 import { writeTar } from "./tar.ts";
+import { KIT_NAME_RULE, kitNameProblem } from "../model/kit_name.ts";
 
 /** Where Kit images live in the engine: `marsh-kit/<NAME>`. */
 export const KIT_REPOSITORY_PREFIX = "marsh-kit/";
@@ -25,23 +26,15 @@ export const KIT_LABEL = "marsh.kit";
 /** `sha256:<hex>` of the imported tar, so a tag is only trusted when its content matches. */
 export const ROOTFS_LABEL = "marsh.kit.rootfs";
 
-/** Kit names: 1–63 lowercase letters, digits and `-`, starting with a letter. */
-export const KIT_NAME_RULE = /^[a-z][a-z0-9-]{0,62}$/;
-
 /** A request that cannot be built as given; the message says what to change. */
 export class KitBuildError extends Error {
   override name = "KitBuildError";
 }
 
-/** @throws {KitBuildError} when `name` breaks {@linkcode KIT_NAME_RULE} */
+/** @throws {KitBuildError} when `name` breaks the Kit-name rule (`model/kit_name.ts`) */
 export function checkKitName(name: string): void {
-  if (!KIT_NAME_RULE.test(name)) {
-    throw new KitBuildError(
-      `invalid kit name ${
-        JSON.stringify(name)
-      }: use 1-63 lowercase letters, digits and '-', starting with a letter (e.g. fixture)`,
-    );
-  }
+  const problem = kitNameProblem(name);
+  if (problem !== null) throw new KitBuildError(problem);
 }
 
 /** The tag of Kit `name` whose root filesystem tar has sha256 `hex`. */

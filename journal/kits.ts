@@ -9,12 +9,12 @@
  * @module
  */
 
-import { checkKitName as checkImageName, KitBuildError } from "../engine/kit_build.ts";
+import { kitNameProblem } from "../model/kit_name.ts";
 import { KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
-  /** The command name (`KIT_NAME_RULE` of `engine/kit_build.ts`). */
+  /** The command name (`KIT_NAME_RULE` of `model/kit_name.ts`). */
   readonly name: string;
   /** The image reference as the user gave it (`marsh-kit/claude:0123abcd4567`). */
   readonly image: string;
@@ -64,18 +64,14 @@ export class KitRuleError extends TypeError {
 }
 
 /**
- * Checks a Kit command name: the rule of Kit image names, and none of
+ * Checks a Kit command name: the Kit-name rule (`model/kit_name.ts`), and none of
  * {@linkcode RESERVED_KIT_NAMES}.
  *
  * @throws {KitRuleError} naming the rule
  */
 export function checkKitName(name: string): void {
-  try {
-    checkImageName(name);
-  } catch (error) {
-    if (error instanceof KitBuildError) throw new KitRuleError(error.message, { cause: error });
-    throw error;
-  }
+  const problem = kitNameProblem(name);
+  if (problem !== null) throw new KitRuleError(problem);
   if (RESERVED_KIT_NAMES.includes(name)) {
     throw new KitRuleError(
       `invalid kit name ${JSON.stringify(name)}: it would shadow ${name}; ` +

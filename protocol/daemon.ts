@@ -497,7 +497,7 @@ function bool(x: Record<string, unknown>, key: string): boolean {
 function branchSpec(x: unknown): BranchSpec {
   if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
   // Any string: the daemon checks it with the one label rule (labelProblem
-  // in splitfs/layout.ts), whose message names what is wrong with it.
+  // in model/layout.ts), whose message names what is wrong with it.
   const label = str(x, "label");
   if (x.kind === "shell") {
     const spec = { kind: "shell" as const, label, script: str(x, "script") };

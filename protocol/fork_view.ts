@@ -24,7 +24,7 @@
  * @module
  */
 
-import { MARSH_DIR } from "../splitfs/layout.ts";
+import { MARSH_DIR } from "../model/layout.ts";
 
 /**
  * Under `<root>/.marsh`: the name the forks' alternates use for the user's

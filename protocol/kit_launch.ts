@@ -8,7 +8,7 @@
  */
 
 import { CAP_SOCKET, type JobJson, LINK_NAME } from "./job_capability.ts";
-import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./worker.ts";
+import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
 /** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
 export const MAX_WALL_S = 86_400;

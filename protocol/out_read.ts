@@ -7,7 +7,7 @@
  * @module
  */
 
-import { labelProblem } from "../splitfs/layout.ts";
+import { labelProblem } from "../model/layout.ts";
 import { ProtocolError } from "./protocol_error.ts";
 
 /**

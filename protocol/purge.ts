@@ -6,7 +6,7 @@
  * @module
  */
 
-import { splitIdProblem } from "../splitfs/layout.ts";
+import { splitIdProblem } from "../model/layout.ts";
 import { ProtocolError } from "./protocol_error.ts";
 
 /** Most split ids a purge may be told about. */

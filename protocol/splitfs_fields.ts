@@ -6,7 +6,7 @@
  * @module
  */
 
-import { labelProblem, splitIdProblem } from "../splitfs/layout.ts";
+import { labelProblem, splitIdProblem } from "../model/layout.ts";
 import { ProtocolError } from "./protocol_error.ts";
 
 /** Branches per split (docs/guide.md, up to 16); bounds every list of branches in a frame. */

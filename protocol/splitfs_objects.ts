@@ -6,7 +6,7 @@
  * @module
  */
 
-import { labelProblem } from "../splitfs/layout.ts";
+import { labelProblem } from "../model/layout.ts";
 import { MAX_SPLIT_BRANCHES, num, optParent, type SplitParent, str } from "./splitfs_fields.ts";
 import { ProtocolError } from "./protocol_error.ts";
 

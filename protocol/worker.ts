@@ -45,22 +45,22 @@ import {
   type KitLaunch,
   parseKitLaunch,
 } from "./kit_launch.ts";
+import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
+
+// Part of the worker's frame contract: its importers need not know the leaf.
+export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
 
 /** Default for {@linkcode LaunchRequest.outputLimit}: 16 MiB (spec 000 §4). */
 export const DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024;
-/** The largest output limit a launch may ask for. */
-export const MAX_OUTPUT_LIMIT = 2 ** 40;
 /** Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (spec 000 §7). */
 export const DEFAULT_GRACE_MS = 10_000;
 /** The longest grace a cancel may ask for: the 1 h split deadline. */
 export const MAX_GRACE_MS = 3_600_000;
 /** A script travels as one argument of `bash -c`; the kernel caps one argument at 128 KiB. */
 export const MAX_SCRIPT_BYTES = 131_071;
-/** Longest path in a frame, in UTF-8 bytes (`PATH_MAX` less the NUL). */
-export const MAX_PATH_BYTES = 4095;
 /** Most environment entries a launch may carry. */
 export const MAX_ENV_ENTRIES = 4096;
 /** Most bytes of `NAME=VALUE` entries a launch may carry; `execve` takes 2 MiB with argv. */
@@ -69,8 +69,6 @@ export const MAX_ENV_BYTES = 1024 * 1024;
 export const MAX_MESSAGE = 4096;
 /** Linux's largest pid (`pid_max` at most 2^22). */
 const MAX_PID = 2 ** 22;
-/** Attempt ids name a cgroup directory: a safe path component of at most 128 characters. */
-export const ATTEMPT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /** Run one shell branch: `bash -c script`. */
 export interface LaunchRequest {

@@ -10,7 +10,7 @@
 
 import type { CandidateDir } from "./compare.ts";
 import type { CopyStrategy, Dir } from "./dir.ts";
-import type { MountRecord, OverlayMode } from "./overlay.ts";
+import type { MountRecord, OverlayMode } from "./mount_record.ts";
 
 /** How a fork was made, recorded per branch in the manifest. */
 export type ForkStrategyName = "reflink" | "copy_file_range" | "copy" | OverlayMode;

@@ -115,7 +115,7 @@ import {
   sealOf,
   sha256Hex,
 } from "./layer_seal.ts";
-import { LAYERS_DIR, TRASH_DIR } from "./layout.ts";
+import { LAYERS_DIR, TRASH_DIR } from "../model/layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { passInvalid } from "./non_utf8.ts";
 import type { StatIndex } from "./old_tree.ts";

@@ -28,7 +28,7 @@ import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } fr
 import { FsError } from "./ffi.ts";
 import { GitMetadataError } from "./git_source.ts";
 import { LayerError } from "./layers.ts";
-import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
+import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "../model/layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { ObjectExportError } from "./object_export.ts";
 import { dieWithParent, OrphanedError } from "./lifeline.ts";

@@ -10,7 +10,7 @@
 import type { Dir } from "./dir.ts";
 import { RefusedError } from "./errors.ts";
 import { E, FsError } from "./ffi.ts";
-import { labelProblem } from "./layout.ts";
+import { labelProblem } from "../model/layout.ts";
 
 const PIECE = 64 * 1024;
 

@@ -26,7 +26,7 @@ import type { CandidateDir } from "./compare.ts";
 import type { Dir } from "./dir.ts";
 import { cstr, describeErrno, E, errno, FsError, libc, UMOUNT } from "./ffi.ts";
 import type { Fork, ForkStrategy } from "./fork.ts";
-import { OVERLAY_DIR } from "./layout.ts";
+import { OVERLAY_DIR } from "../model/layout.ts";
 import {
   findMount,
   kernelPath,
@@ -36,9 +36,10 @@ import {
   mountOf,
   readMounts,
 } from "./mountinfo.ts";
+import type { MountRecord, OverlayMode } from "./mount_record.ts";
 
-/** Where and with which privilege overlays are mounted. */
-export type OverlayMode = "overlay" | "userns-overlay";
+// Part of this module's API; declared in the leaf so that fork.ts need not import overlay.ts.
+export type { MountRecord, OverlayMode };
 
 /**
  * The overlay features each mode fixes. `nofollow` neither creates nor
@@ -59,23 +60,6 @@ export function xattrPrefix(mode: OverlayMode): string {
 /** Under `.overlay/<label>/`: the fork's upper layer and overlay's work dir. */
 export const UPPER_DIR = "upper";
 export const WORK_DIR = "work";
-
-/**
- * What the journal keeps to find and verify a mount after a daemon restart:
- * plain numbers and strings, so it serializes as JSON.
- */
-export interface MountRecord {
-  readonly mode: OverlayMode;
-  /** The id in `/proc/self/mountinfo` (unique among live mounts). */
-  readonly mountId: number;
-  /** The overlay's device (`st_dev` of its root), which a reused id would not share. */
-  readonly major: number;
-  readonly minor: number;
-  /** The mount point as the kernel names it. */
-  readonly mountPoint: string;
-  /** The fork's upper dir path; `null` for the read-only base. */
-  readonly upper: string | null;
-}
 
 /** A mount or unmount that failed, naming the path and why. */
 export class MountError extends Error {

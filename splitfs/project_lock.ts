@@ -17,7 +17,7 @@
 import { Dir, FileHandle } from "./dir.ts";
 import { RefusedError } from "./errors.ts";
 import { check, cname, E, errno, FsError, libc, O, retryEintr } from "./ffi.ts";
-import { MARSH_DIR, PROJECT_LOCK_FILE } from "./layout.ts";
+import { MARSH_DIR, PROJECT_LOCK_FILE } from "../model/layout.ts";
 
 /** Who holds a project's lock: the daemon a refused caller must stop. */
 export interface LockHolder {

@@ -16,7 +16,7 @@ import { Dir, type EntryKind, SymlinkRefusedError, WrongKindError } from "./dir.
 import { SnapshotError } from "./errors.ts";
 import { E, FsError } from "./ffi.ts";
 import { GITFILE_ROOT_REFUSAL } from "./git_source.ts";
-import { labelProblem, MARSH_DIR, SPLIT_DIR, splitIdProblem } from "./layout.ts";
+import { labelProblem, MARSH_DIR, SPLIT_DIR, splitIdProblem } from "../model/layout.ts";
 import { GIT_NAME } from "./snapshot.ts";
 
 /** A located project. */

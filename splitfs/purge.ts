@@ -21,7 +21,7 @@ import { compareNames, Dir } from "./dir.ts";
 import { RefusedError } from "./errors.ts";
 import { E, FsError } from "./ffi.ts";
 import { LayerStore } from "./layers.ts";
-import { LAYERS_DIR, MARSH_DIR, PROJECT_LOCK_FILE, SPLIT_DIR, TRASH_DIR } from "./layout.ts";
+import { LAYERS_DIR, MARSH_DIR, PROJECT_LOCK_FILE, SPLIT_DIR, TRASH_DIR } from "../model/layout.ts";
 import { MountPointError } from "./mount_boundary.ts";
 import { GIT_OBJECTS_LINK } from "../protocol/fork_view.ts";
 import type { ProjectLocks } from "./project_lock.ts";

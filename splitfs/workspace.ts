@@ -64,7 +64,7 @@ import {
   splitIdProblem,
   STORE_DIR,
   TRASH_DIR,
-} from "./layout.ts";
+} from "../model/layout.ts";
 import { GIT_NAME, type Progress, type SnapshotStats, takeSnapshot } from "./snapshot.ts";
 import type { ForkPolicy } from "../protocol/splitfs.ts";
 import type { SplitParent } from "../protocol/splitfs_fields.ts";

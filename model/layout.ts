@@ -1,5 +1,7 @@
 /**
- * Names inside a project's split state (spec 000 §5):
+ * Names inside a project's split state, and the rules for the names marsh is
+ * given (labels, split ids): pure, shared by the daemon, the split-filesystem
+ * service and the frame contracts (`docs/engine.md`, "On disk"):
  * `<root>/.marsh/split/<id>/{base, <label>, .admin/<label>, store.git, out/<label>}`.
  *
  * @module

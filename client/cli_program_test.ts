@@ -81,11 +81,17 @@ Deno.test("runCli: something else thrown is a bug and propagates", async () => {
 
 interface GraphModule {
   readonly specifier: string;
-  readonly dependencies?: readonly { readonly code?: { readonly specifier: string } }[];
+  readonly dependencies?: readonly {
+    readonly code?: { readonly specifier: string };
+    readonly isDynamic?: boolean;
+  }[];
 }
 
-/** What `entry` loads at run time: `deno info`'s graph without type-only imports. */
-async function runtimeGraph(entry: string): Promise<string[]> {
+/**
+ * What `entry` may load at run time: `deno info`'s graph without type-only
+ * imports; with `staticOnly`, also without what `import()` loads on demand.
+ */
+async function runtimeGraph(entry: string, staticOnly = false): Promise<string[]> {
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["info", "--json", `--config=${root}deno.json`, `${root}${entry}`],
     stdout: "piped",
@@ -102,7 +108,7 @@ async function runtimeGraph(entry: string): Promise<string[]> {
     if (seen.has(specifier)) return;
     seen.add(specifier);
     for (const dep of modules.get(specifier)?.dependencies ?? []) {
-      if (dep.code) visit(dep.code.specifier);
+      if (dep.code && !(staticOnly && dep.isDynamic)) visit(dep.code.specifier);
     }
   };
   for (const r of info.roots) visit(r);
@@ -121,6 +127,26 @@ Deno.test({
       if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `${entry} loads ${s}`);
     }
   }
-  // The host CLI does load the engine: the split above is real.
-  assert.ok((await runtimeGraph("main.ts")).some((s) => s.startsWith("npm:dockerode@")));
+  // The host CLI does reach engine/ (on demand): the check above is real.
+  assert.ok((await runtimeGraph("main.ts")).includes(`file://${root}engine/flags.ts`));
+});
+
+Deno.test({
+  name: "the host CLI loads no engine/ at start and never dockerode",
+  permissions: { run: true, read: true, env: true },
+}, async () => {
+  // Every command pays for main.ts's static graph: the engine and Kit
+  // modules are imported by the commands that use them, and the CLI never
+  // talks to Docker itself (its children do), so no engine client at all.
+  const loaded = await runtimeGraph("main.ts", true);
+  assert.ok(loaded.includes(`file://${root}client/status_command.ts`));
+  for (const s of loaded) {
+    assert.ok(!/^file:\/\/.*\/(engine|journal|daemon|worker|job)\//.test(s), `main.ts loads ${s}`);
+    if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `main.ts loads ${s}`);
+  }
+  const reachable = await runtimeGraph("main.ts");
+  assert.ok(reachable.includes(`file://${root}engine/kit_build.ts`));
+  for (const s of reachable) {
+    if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `main.ts reaches ${s}`);
+  }
 });

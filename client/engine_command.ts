@@ -7,15 +7,15 @@
  * Needs `--allow-run` (the pinned Deno), `--allow-env`, and read on the
  * control dir (to see whether the private engine runs).
  *
+ * The `engine/` modules are imported when a command runs, not with this
+ * module: every `marsh` command registers these, and the others must not
+ * pay for loading them (docs/guide.md, "How fast marsh starts").
+ *
  * @module
  */
 
 import type { Command } from "commander";
 import { ControlDirError, controlDirPath } from "../protocol/control_dir.ts";
-import { engineFlags, engineSockets, kitBuildFlags } from "../engine/flags.ts";
-import { checkKitName, KitBuildError } from "../engine/kit_build.ts";
-import { EngineError, engineSocket } from "../engine/private_engine.ts";
-import { parseFileCopy, RootfsError } from "../engine/rootfs.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { CliError } from "./cli_error.ts";
 import type { CliIo } from "./io.ts";
@@ -109,6 +109,7 @@ export async function engineCommand(
   const args: string[] = [action];
   if (opts.json) args.push("--json");
   if (io.stderrIsTerminal) args.push("--progress");
+  const { engineFlags, engineSockets } = await import("../engine/flags.ts");
   const flags = engineFlags(home, engineSockets(home, { get: (k) => env[k] }));
   return await relay(spawnEntry("engine/engine_main.ts", flags, args, home, io), io);
 }
@@ -124,6 +125,10 @@ export async function engineCommand(
  */
 export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise<number> {
   const who = "marsh kit build";
+  const [{ checkKitName, KitBuildError }, { parseFileCopy, RootfsError }] = await Promise.all([
+    import("../engine/kit_build.ts"),
+    import("../engine/rootfs.ts"),
+  ]);
   try {
     checkKitName(opts.name);
     if (!opts.fromHost) {
@@ -141,6 +146,10 @@ export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise
   }
   const home = homeOf(io, who);
   const env = io.env();
+  const [{ kitBuildFlags }, { EngineError, engineSocket }] = await Promise.all([
+    import("../engine/flags.ts"),
+    import("../engine/engine_socket.ts"),
+  ]);
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, home).path;

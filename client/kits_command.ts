@@ -12,24 +12,15 @@
  * Needs what {@linkcode connectDaemon} needs, and `--allow-run` for the
  * pinned Deno.
  *
+ * The Kit rules and the `engine/` modules are imported when `kits add`
+ * runs: every `marsh` command registers these, and the others must not pay
+ * for loading them (docs/guide.md, "How fast marsh starts").
+ *
  * @module
  */
 
 import type { Command } from "commander";
-import { kitCheckFlags } from "../engine/flags.ts";
-import { EngineError, engineSocket } from "../engine/private_engine.ts";
-import {
-  checkKitEnv,
-  checkKitHome,
-  checkKitImage,
-  checkKitName,
-  checkKitNetwork,
-  DEFAULT_KIT_NETWORK,
-  DEFAULT_WALL_S,
-  KitRuleError,
-  parseKitEntrypoint,
-  parseKitWall,
-} from "../journal/kits.ts";
+import type * as KitRules from "../journal/kits.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { CliError } from "./cli_error.ts";
@@ -79,11 +70,12 @@ export type KitChecker = (
 
 const WHO = "marsh kits add";
 
-function rule<T>(who: string, fn: () => T): T {
+async function rule<T>(who: string, fn: (rules: typeof KitRules) => T): Promise<T> {
+  const rules = await import("../journal/kits.ts");
   try {
-    return fn();
+    return fn(rules);
   } catch (error) {
-    if (error instanceof KitRuleError) {
+    if (error instanceof rules.KitRuleError) {
       throw new CliError(`${who}: ${error.message}`, 2, { cause: error });
     }
     throw error;
@@ -98,6 +90,10 @@ function rule<T>(who: string, fn: () => T): T {
  */
 export const engineKitCheck: KitChecker = async (args, io) => {
   const env = io.env();
+  const [{ kitCheckFlags }, { EngineError, engineSocket }] = await Promise.all([
+    import("../engine/flags.ts"),
+    import("../engine/engine_socket.ts"),
+  ]);
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, args.controlDir).path;
@@ -164,15 +160,15 @@ export async function kitsAddCommand(
   const sock = deps.socket ?? daemonSocket({ get: (k) => env[k] });
   // The daemon refuses a branch too; saying so first spares a check that cannot matter.
   if (sock.branch) throw new CliError(`${WHO}: only the host may register Kit commands`);
-  const fields = rule(WHO, () => {
-    checkKitName(opts.name);
-    checkKitImage(opts.image);
-    const entrypoint = opts.entrypoint === undefined ? null : parseKitEntrypoint(opts.entrypoint);
-    const network = opts.network ?? DEFAULT_KIT_NETWORK;
-    checkKitNetwork(network);
-    checkKitEnv(opts.env);
-    const wallS = opts.wall === undefined ? DEFAULT_WALL_S : parseKitWall(opts.wall);
-    if (opts.home !== undefined) checkKitHome(opts.home, sock.home);
+  const fields = await rule(WHO, (k) => {
+    k.checkKitName(opts.name);
+    k.checkKitImage(opts.image);
+    const entrypoint = opts.entrypoint === undefined ? null : k.parseKitEntrypoint(opts.entrypoint);
+    const network = opts.network ?? k.DEFAULT_KIT_NETWORK;
+    k.checkKitNetwork(network);
+    k.checkKitEnv(opts.env);
+    const wallS = opts.wall === undefined ? k.DEFAULT_WALL_S : k.parseKitWall(opts.wall);
+    if (opts.home !== undefined) k.checkKitHome(opts.home, sock.home);
     return { entrypoint, network, wallS };
   });
   const checked = await (deps.check ?? engineKitCheck)(

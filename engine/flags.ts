@@ -6,7 +6,7 @@
  * @module
  */
 
-import { DEFAULT_SOCKET, EngineError, enginePaths, engineSocket } from "./private_engine.ts";
+import { DEFAULT_SOCKET, EngineError, enginePaths, engineSocket } from "./engine_socket.ts";
 
 function checkPath(path: string, what: string): void {
   if (!path.startsWith("/") || path.includes(",")) {

@@ -268,13 +268,16 @@ for (const forks of ["copy", "auto"] as const) {
   }, async () => {
     await using sb = await Sandbox.create({ env: { MARSH_FORKS: forks } });
     const gate = `${sb.scratch}/go`;
+    const started = `${sb.scratch}/started`;
     const child = sb.spawnMarsh([
       "split",
       "-n",
       "-b",
-      `a=while [ ! -e '${gate}' ]; do sleep 0.05; done; echo hi > hi.txt`,
+      `a=touch '${started}'; while [ ! -e '${gate}' ]; do sleep 0.05; done; echo hi > hi.txt`,
     ]);
     const running = await sb.runningSplit();
+    // The branch's own code runs once its view holds the fork: only then is the clean "mid-split".
+    await waitFor("the branch to start", () => exists(started));
     assert.ok(exists(`${running.dir}/a`));
     const overlay = running.branches[0]?.fork_strategy === "overlay";
     assert.equal(overlay, forks === "auto", `fork strategy ${running.branches[0]?.fork_strategy}`);

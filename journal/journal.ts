@@ -11,56 +11,35 @@
  * @module
  */
 
-import {
-  DatabaseSync,
-  type SQLInputValue,
-  type SQLOutputValue,
-  type StatementSync,
-} from "node:sqlite";
-import {
-  branchColumns,
-  branchFromRow,
-  branchPatchColumns,
-  capabilityColumns,
-  capabilityFromRow,
-  jobColumns,
-  jobFromRow,
-  jobPatchColumns,
-  kitColumns,
-  kitFromRow,
-  splitColumns,
-  splitFromRow,
-  splitPatchColumns,
-} from "./_codec.ts";
+import { DatabaseSync } from "node:sqlite";
+import * as branchRows from "./_branches.ts";
+import { Connection, wrap } from "./_connection.ts";
+import * as kitJobs from "./_kit_jobs.ts";
+import * as recovery from "./_recovery.ts";
+import * as splits from "./_splits.ts";
 import { JournalError, JournalVersionError } from "./errors.ts";
 import type { KitRecord } from "./kits.ts";
 import { applyMigrations, readSchemaVersion, SCHEMA_VERSION } from "./migrations.ts";
-import {
-  BRANCH_MUTABLE,
-  type BranchPatch,
-  type BranchRecord,
-  type BranchState,
-  type CapabilityRecord,
-  isBranchState,
-  isSplitState,
-  JOB_MUTABLE,
-  type JobFilter,
-  type JobPatch,
-  type JobRecord,
-  type RecoveryReport,
-  SPLIT_MUTABLE,
-  type SplitCounts,
-  type SplitFilter,
-  type SplitPatch,
-  type SplitRecord,
-  type SplitState,
+import type {
+  BranchPatch,
+  BranchRecord,
+  BranchState,
+  CapabilityRecord,
+  JobFilter,
+  JobPatch,
+  JobRecord,
+  RecoveryReport,
+  SplitCounts,
+  SplitFilter,
+  SplitPatch,
+  SplitRecord,
+  SplitState,
 } from "./records.ts";
+
+export { RESTART_REASON } from "./_recovery.ts";
 
 /** How long a writer waits for another connection's lock before failing. */
 export const BUSY_TIMEOUT_MS = 5000;
-
-/** The reason recorded on splits that a restart settled. */
-export const RESTART_REASON = "daemon restarted";
 
 /** The connection settings, read back from SQLite. */
 export interface JournalSettings {
@@ -71,9 +50,6 @@ export interface JournalSettings {
   readonly foreignKeys: boolean;
   readonly busyTimeoutMs: number;
 }
-
-type Params = Record<string, SQLInputValue>;
-type Row = Record<string, SQLOutputValue>;
 
 const SYNCHRONOUS = ["OFF", "NORMAL", "FULL", "EXTRA"] as const;
 
@@ -88,14 +64,12 @@ const SYNCHRONOUS = ["OFF", "NORMAL", "FULL", "EXTRA"] as const;
  * {@linkcode BUSY_TIMEOUT_MS}).
  */
 export class Journal implements Disposable {
-  #db: DatabaseSync | null;
+  readonly #c: Connection;
   readonly #path: string;
   readonly #version: number;
-  #depth = 0;
-  readonly #statements = new Map<string, StatementSync>();
 
   private constructor(db: DatabaseSync, path: string, version: number) {
-    this.#db = db;
+    this.#c = new Connection(db, path);
     this.#path = path;
     this.#version = version;
   }
@@ -156,16 +130,16 @@ export class Journal implements Disposable {
 
   /** Whether `close()` has run. */
   get closed(): boolean {
-    return this.#db === null;
+    return this.#c.closed;
   }
 
   /** Reads the connection's settings back from SQLite. */
   settings(): JournalSettings {
-    return this.#read("read settings", () => {
-      const mode = this.#get("PRAGMA journal_mode")?.journal_mode;
-      const sync = this.#get("PRAGMA synchronous")?.synchronous;
-      const fk = this.#get("PRAGMA foreign_keys")?.foreign_keys;
-      const timeout = this.#get("PRAGMA busy_timeout")?.timeout;
+    return this.#c.read("read settings", () => {
+      const mode = this.#c.get("PRAGMA journal_mode")?.journal_mode;
+      const sync = this.#c.get("PRAGMA synchronous")?.synchronous;
+      const fk = this.#c.get("PRAGMA foreign_keys")?.foreign_keys;
+      const timeout = this.#c.get("PRAGMA busy_timeout")?.timeout;
       return {
         journalMode: String(mode),
         synchronous: SYNCHRONOUS[Number(sync)] ?? "OFF",
@@ -177,11 +151,7 @@ export class Journal implements Disposable {
 
   /** Closes the file. Calling it again does nothing. */
   close(): void {
-    const db = this.#db;
-    if (db === null) return;
-    this.#db = null;
-    this.#statements.clear();
-    db.close();
+    this.#c.close();
   }
 
   [Symbol.dispose](): void {
@@ -195,33 +165,22 @@ export class Journal implements Disposable {
    * writes, so the write lock is taken (and waited for) up front.
    */
   transaction<T>(fn: () => T): T {
-    return this.#tx("DEFERRED", fn);
+    return this.#c.tx("DEFERRED", fn);
   }
 
   /** Like {@linkcode Journal.transaction}, with `BEGIN IMMEDIATE`: takes the write lock first. */
   immediate<T>(fn: () => T): T {
-    return this.#tx("IMMEDIATE", fn);
+    return this.#c.tx("IMMEDIATE", fn);
   }
-
-  // --- splits -------------------------------------------------------------
 
   /** Records a new split. @throws {Deno.errors.AlreadyExists} for a known id. */
   createSplit(rec: SplitRecord): void {
-    const cols = splitColumns(rec);
-    this.#write("create split", () => {
-      if (this.#get("SELECT 1 AS x FROM splits WHERE id = :id", { id: rec.id }) !== undefined) {
-        throw new Deno.errors.AlreadyExists(`Split already exists: "${rec.id}"`);
-      }
-      this.#insert("splits", cols);
-    });
+    return splits.createSplit(this.#c, rec);
   }
 
   /** Reads one split, or null. */
   getSplit(id: string): SplitRecord | null {
-    return this.#read("read split", () => {
-      const row = this.#get("SELECT * FROM splits WHERE id = :id", { id });
-      return row === undefined ? null : splitFromRow(row);
-    });
+    return splits.getSplit(this.#c, id);
   }
 
   /**
@@ -232,10 +191,7 @@ export class Journal implements Disposable {
    * @throws {TypeError} for a field that is not mutable.
    */
   updateSplit(id: string, patch: SplitPatch): void {
-    const cols = splitPatchColumns(mutable(patch, SPLIT_MUTABLE, "split"));
-    this.#write("update split", () => {
-      if (!this.#update("splits", cols, "id = :k_id", { k_id: id })) throw splitNotFound(id);
-    });
+    return splits.updateSplit(this.#c, id, patch);
   }
 
   /**
@@ -250,54 +206,17 @@ export class Journal implements Disposable {
     to: SplitState,
     patch: SplitPatch = {},
   ): boolean {
-    checkStates(from, to, isSplitState, "split");
-    const cols = { ...splitPatchColumns(mutable(patch, SPLIT_MUTABLE, "split")), state: to };
-    return this.#write("transition split", () => {
-      const current = this.#get("SELECT state FROM splits WHERE id = :id", { id });
-      if (current === undefined) throw splitNotFound(id);
-      if (!(from as readonly unknown[]).includes(current.state)) return false;
-      return this.#update("splits", cols, "id = :k_id", { k_id: id });
-    });
+    return splits.transitionSplit(this.#c, id, from, to, patch);
   }
 
   /** Adds or replaces entries of a split's `timing` (for example `capture:<label>`). */
   recordTiming(id: string, entries: Readonly<Record<string, number>>): void {
-    this.#write("record timing", () => {
-      const split = this.getSplit(id);
-      if (split === null) throw splitNotFound(id);
-      const cols = splitPatchColumns({ timing: { ...split.timing, ...entries } });
-      this.#update("splits", cols, "id = :k_id", { k_id: id });
-    });
+    return splits.recordTiming(this.#c, id, entries);
   }
 
   /** The splits matching `filter`, newest first. */
   listSplits(filter: SplitFilter = {}): SplitRecord[] {
-    const where: string[] = [];
-    const params: Params = {};
-    if (filter.creator !== undefined) {
-      where.push("creator_kind = :ck");
-      params.ck = filter.creator.kind;
-      if (filter.creator.kind !== "host") {
-        where.push("creator_id = :cid");
-        params.cid = filter.creator.id;
-      }
-    }
-    if (filter.states !== undefined) {
-      if (filter.states.length === 0) return [];
-      filter.states.forEach((s, i) => {
-        if (!isSplitState(s)) throw new TypeError(`Unknown split state: ${JSON.stringify(s)}`);
-        params[`s${i}`] = s;
-      });
-      where.push(`state IN (${filter.states.map((_, i) => `:s${i}`).join(", ")})`);
-    }
-    if (filter.parent !== undefined) {
-      where.push("parent_split = :parent");
-      params.parent = filter.parent;
-    }
-    params.lim = filter.limit ?? -1;
-    const sql = `SELECT * FROM splits ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-      ORDER BY created_ms DESC, rowid DESC LIMIT :lim`;
-    return this.#read("list splits", () => this.#all(sql, params).map((r) => splitFromRow(r)));
+    return splits.listSplits(this.#c, filter);
   }
 
   /**
@@ -310,40 +229,13 @@ export class Journal implements Disposable {
    *   its branches may live) or any of its capabilities is live.
    */
   deleteSplit(id: string): boolean {
-    return this.#write("delete split", () => {
-      const row = this.#get("SELECT state FROM splits WHERE id = :id", { id });
-      if (row === undefined) return false;
-      if (row.state === "run") {
-        throw new Deno.errors.Busy(`Cannot delete split "${id}": it is in state "${row.state}"`);
-      }
-      const live = this.#get(
-        "SELECT id FROM capabilities WHERE split = :id AND state = 'live' LIMIT 1",
-        { id },
-      );
-      if (live !== undefined) {
-        throw new Deno.errors.Busy(
-          `Cannot delete split "${id}": its capability "${String(live.id)}" is live`,
-        );
-      }
-      this.#run("DELETE FROM splits WHERE id = :id", { id });
-      return true;
-    });
+    return splits.deleteSplit(this.#c, id);
   }
 
   /** What `marsh status` counts: splits in `run`, `await` and `kept`. */
   counts(): SplitCounts {
-    return this.#read("count splits", () => {
-      const n: Record<string, number> = {};
-      for (
-        const row of this.#all(
-          "SELECT state, count(*) AS n FROM splits WHERE state IN ('run', 'await', 'kept') GROUP BY state",
-        )
-      ) n[String(row.state)] = Number(row.n);
-      return { active: n.run ?? 0, awaiting: n.await ?? 0, kept: n.kept ?? 0 };
-    });
+    return splits.counts(this.#c);
   }
-
-  // --- branches -----------------------------------------------------------
 
   /**
    * Records a split's branches, all or none.
@@ -353,52 +245,17 @@ export class Journal implements Disposable {
    * @throws {TypeError} for a branch of another split.
    */
   addBranches(splitId: string, branches: readonly BranchRecord[]): void {
-    const rows = branches.map((b) => {
-      if (b.split !== splitId) {
-        throw new TypeError(`Branch "${b.label}" names split "${b.split}", not "${splitId}"`);
-      }
-      return branchColumns(b);
-    });
-    this.#write("add branches", () => {
-      if (this.#get("SELECT 1 AS x FROM splits WHERE id = :id", { id: splitId }) === undefined) {
-        throw splitNotFound(splitId);
-      }
-      for (const [i, b] of branches.entries()) {
-        const clash = this.#get(
-          "SELECT label FROM branches WHERE split = :split AND (label = :label OR idx = :idx)",
-          { split: splitId, label: b.label, idx: b.index },
-        );
-        if (clash !== undefined) {
-          throw new Deno.errors.AlreadyExists(
-            `Branch already exists: "${splitId}/${
-              String(clash.label)
-            }" (label "${b.label}", index ${b.index})`,
-          );
-        }
-        this.#insert("branches", rows[i] ?? {});
-      }
-    });
+    return branchRows.addBranches(this.#c, splitId, branches);
   }
 
   /** Reads one branch, or null. */
   getBranch(splitId: string, label: string): BranchRecord | null {
-    return this.#read("read branch", () => {
-      const row = this.#get(
-        "SELECT * FROM branches WHERE split = :split AND label = :label",
-        { split: splitId, label },
-      );
-      return row === undefined ? null : branchFromRow(row);
-    });
+    return branchRows.getBranch(this.#c, splitId, label);
   }
 
   /** A split's branches in declaration order. */
   branches(splitId: string): BranchRecord[] {
-    return this.#read(
-      "list branches",
-      () =>
-        this.#all("SELECT * FROM branches WHERE split = :split ORDER BY idx", { split: splitId })
-          .map((r) => branchFromRow(r)),
-    );
+    return branchRows.branches(this.#c, splitId);
   }
 
   /**
@@ -409,14 +266,7 @@ export class Journal implements Disposable {
    * @throws {TypeError} for a field that is not mutable.
    */
   updateBranch(splitId: string, label: string, patch: BranchPatch): void {
-    const cols = branchPatchColumns(mutable(patch, BRANCH_MUTABLE, "branch"));
-    this.#write("update branch", () => {
-      const found = this.#update("branches", cols, "split = :k_split AND label = :k_label", {
-        k_split: splitId,
-        k_label: label,
-      });
-      if (!found) throw branchNotFound(splitId, label);
-    });
+    return branchRows.updateBranch(this.#c, splitId, label, patch);
   }
 
   /**
@@ -433,21 +283,8 @@ export class Journal implements Disposable {
     to: BranchState,
     patch: BranchPatch = {},
   ): boolean {
-    checkStates(from, to, isBranchState, "branch");
-    const cols = { ...branchPatchColumns(mutable(patch, BRANCH_MUTABLE, "branch")), state: to };
-    return this.#write("transition branch", () => {
-      const key = { k_split: splitId, k_label: label };
-      const current = this.#get(
-        "SELECT state FROM branches WHERE split = :k_split AND label = :k_label",
-        key,
-      );
-      if (current === undefined) throw branchNotFound(splitId, label);
-      if (!(from as readonly unknown[]).includes(current.state)) return false;
-      return this.#update("branches", cols, "split = :k_split AND label = :k_label", key);
-    });
+    return branchRows.transitionBranch(this.#c, splitId, label, from, to, patch);
   }
-
-  // --- capabilities -------------------------------------------------------
 
   /**
    * Records a capability of a split (`label` null) or of one of its branches.
@@ -456,29 +293,12 @@ export class Journal implements Disposable {
    * @throws {Deno.errors.AlreadyExists} for a known id.
    */
   createCapability(rec: CapabilityRecord): void {
-    const cols = capabilityColumns(rec);
-    this.#write("create capability", () => {
-      if (this.#get("SELECT 1 AS x FROM splits WHERE id = :id", { id: rec.split }) === undefined) {
-        throw splitNotFound(rec.split);
-      }
-      if (rec.label !== null && this.getBranch(rec.split, rec.label) === null) {
-        throw branchNotFound(rec.split, rec.label);
-      }
-      if (
-        this.#get("SELECT 1 AS x FROM capabilities WHERE id = :id", { id: rec.id }) !== undefined
-      ) {
-        throw new Deno.errors.AlreadyExists(`Capability already exists: "${rec.id}"`);
-      }
-      this.#insert("capabilities", cols);
-    });
+    return branchRows.createCapability(this.#c, rec);
   }
 
   /** Reads one capability, or null. */
   getCapability(id: string): CapabilityRecord | null {
-    return this.#read("read capability", () => {
-      const row = this.#get("SELECT * FROM capabilities WHERE id = :id", { id });
-      return row === undefined ? null : capabilityFromRow(row);
-    });
+    return branchRows.getCapability(this.#c, id);
   }
 
   /**
@@ -487,17 +307,7 @@ export class Journal implements Disposable {
    * @throws {Deno.errors.NotFound} for an unknown capability.
    */
   revokeCapability(id: string, nowMs: number = Date.now()): boolean {
-    return this.#write("revoke capability", () => {
-      const changed = this.#run(
-        "UPDATE capabilities SET state = 'revoked', revoked_ms = :now WHERE id = :id AND state = 'live'",
-        { id, now: nowMs },
-      );
-      if (changed > 0) return true;
-      if (this.getCapability(id) === null) {
-        throw new Deno.errors.NotFound(`Capability not found: "${id}"`);
-      }
-      return false;
-    });
+    return branchRows.revokeCapability(this.#c, id, nowMs);
   }
 
   /**
@@ -510,37 +320,13 @@ export class Journal implements Disposable {
     nowMs: number = Date.now(),
     options: { readonly subtree?: boolean } = {},
   ): string[] {
-    const sql = options.subtree
-      ? `WITH RECURSIVE tree (id) AS (
-           SELECT :split UNION SELECT s.id FROM splits s JOIN tree t ON s.parent_split = t.id
-         )
-         SELECT id FROM capabilities WHERE state = 'live' AND split IN (SELECT id FROM tree)
-         ORDER BY created_ms, id`
-      : `SELECT id FROM capabilities WHERE state = 'live' AND split = :split
-         ORDER BY created_ms, id`;
-    return this.#write("revoke capabilities", () => {
-      const ids = this.#all(sql, { split: splitId }).map((r) => String(r.id));
-      for (const id of ids) {
-        this.#run(
-          "UPDATE capabilities SET state = 'revoked', revoked_ms = :now WHERE id = :id",
-          { id, now: nowMs },
-        );
-      }
-      return ids;
-    });
+    return branchRows.revokeCapabilitiesOfSplit(this.#c, splitId, nowMs, options);
   }
 
   /** Every live capability, oldest first. */
   liveCapabilities(): CapabilityRecord[] {
-    return this.#read(
-      "list capabilities",
-      () =>
-        this.#all("SELECT * FROM capabilities WHERE state = 'live' ORDER BY created_ms, id")
-          .map((r) => capabilityFromRow(r)),
-    );
+    return branchRows.liveCapabilities(this.#c);
   }
-
-  // --- kits ---------------------------------------------------------------
 
   /**
    * Registers a Kit command. With `replace`, an existing registration of
@@ -551,34 +337,17 @@ export class Journal implements Disposable {
    * @throws {KitRuleError} (a `TypeError`) for a field that breaks its rule.
    */
   addKit(rec: KitRecord, options: { readonly replace?: boolean } = {}): KitRecord | null {
-    const cols = kitColumns(rec);
-    return this.#write("add kit", () => {
-      const old = this.getKit(rec.name);
-      if (old !== null) {
-        if (!options.replace) {
-          throw new Deno.errors.AlreadyExists(`Kit already registered: "${rec.name}"`);
-        }
-        this.#run("DELETE FROM kits WHERE name = :name", { name: rec.name });
-      }
-      this.#insert("kits", cols);
-      return old;
-    });
+    return kitJobs.addKit(this.#c, rec, options);
   }
 
   /** Reads one Kit registration, or null. */
   getKit(name: string): KitRecord | null {
-    return this.#read("read kit", () => {
-      const row = this.#get("SELECT * FROM kits WHERE name = :name", { name });
-      return row === undefined ? null : kitFromRow(row);
-    });
+    return kitJobs.getKit(this.#c, name);
   }
 
   /** Every registered Kit, by name. */
   listKits(): KitRecord[] {
-    return this.#read(
-      "list kits",
-      () => this.#all("SELECT * FROM kits ORDER BY name").map((r) => kitFromRow(r)),
-    );
+    return kitJobs.listKits(this.#c);
   }
 
   /**
@@ -588,32 +357,17 @@ export class Journal implements Disposable {
    * @returns the registration removed, or null for an unknown name
    */
   removeKit(name: string): KitRecord | null {
-    return this.#write("remove kit", () => {
-      const old = this.getKit(name);
-      if (old !== null) this.#run("DELETE FROM kits WHERE name = :name", { name });
-      return old;
-    });
+    return kitJobs.removeKit(this.#c, name);
   }
-
-  // --- jobs ---------------------------------------------------------------
 
   /** Records a Kit job. @throws {Deno.errors.AlreadyExists} for a known id. */
   addJob(rec: JobRecord): void {
-    const cols = jobColumns(rec);
-    this.#write("add job", () => {
-      if (this.#get("SELECT 1 AS x FROM jobs WHERE id = :id", { id: rec.id }) !== undefined) {
-        throw new Deno.errors.AlreadyExists(`Job already exists: "${rec.id}"`);
-      }
-      this.#insert("jobs", cols);
-    });
+    return kitJobs.addJob(this.#c, rec);
   }
 
   /** Reads one job, or null. */
   getJob(id: string): JobRecord | null {
-    return this.#read("read job", () => {
-      const row = this.#get("SELECT * FROM jobs WHERE id = :id", { id });
-      return row === undefined ? null : jobFromRow(row);
-    });
+    return kitJobs.getJob(this.#c, id);
   }
 
   /**
@@ -622,49 +376,13 @@ export class Journal implements Disposable {
    * @throws {Deno.errors.NotFound} for an unknown job.
    */
   updateJob(id: string, patch: JobPatch): void {
-    const cols = jobPatchColumns(mutable(patch, JOB_MUTABLE, "job"));
-    this.#write("update job", () => {
-      if (!this.#update("jobs", cols, "id = :k_id", { k_id: id })) {
-        throw new Deno.errors.NotFound(`Job not found: "${id}"`);
-      }
-    });
+    return kitJobs.updateJob(this.#c, id, patch);
   }
 
   /** The jobs matching `filter`, newest first (a split's jobs in declaration order). */
   listJobs(filter: JobFilter = {}): JobRecord[] {
-    const where: string[] = [];
-    const params: Params = {};
-    if (filter.kit !== undefined) {
-      where.push("j.kit = :kit");
-      params.kit = filter.kit;
-    }
-    if (filter.split !== undefined) {
-      where.push("j.split = :split");
-      params.split = filter.split;
-    }
-    if (filter.cleanups !== undefined) {
-      if (filter.cleanups.length === 0) return [];
-      filter.cleanups.forEach((c, i) => params[`c${i}`] = c);
-      where.push(`j.cleanup IN (${filter.cleanups.map((_, i) => `:c${i}`).join(", ")})`);
-    }
-    if (filter.creatorSession !== undefined) {
-      where.push(
-        "j.split IN (SELECT id FROM splits WHERE creator_kind = 'session' AND creator_id = :cs)",
-      );
-      params.cs = filter.creatorSession;
-    }
-    if (filter.creatorJob !== undefined) {
-      where.push(
-        "j.split IN (SELECT id FROM splits WHERE creator_kind = 'job' AND creator_id = :cj)",
-      );
-      params.cj = filter.creatorJob;
-    }
-    const sql = `SELECT j.* FROM jobs j ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-      ORDER BY j.created_ms DESC, j.rowid`;
-    return this.#read("list jobs", () => this.#all(sql, params).map((r) => jobFromRow(r)));
+    return kitJobs.listJobs(this.#c, filter);
   }
-
-  // --- restart ------------------------------------------------------------
 
   /**
    * Settles what a daemon restart left unfinished (spec 000 §6), in one
@@ -680,175 +398,7 @@ export class Journal implements Disposable {
    * changes nothing.
    */
   recoverAfterRestart(nowMs: number): RecoveryReport {
-    return this.#write("recover after restart", () => {
-      const splits = this.#all(
-        `SELECT id, state FROM splits WHERE state IN ('run', 'await') ORDER BY created_ms, rowid`,
-      ).map((r) => ({
-        id: String(r.id),
-        from: r.state === "run" ? "run" as const : "await" as const,
-        to: r.state === "run" ? "uncertain" as const : "kept" as const,
-      }));
-      const branches = this.#all(
-        `SELECT b.split, b.label, b.state, b.fork FROM branches b JOIN splits s ON s.id = b.split
-         WHERE b.state IN ('running', 'pending') ORDER BY s.created_ms, s.rowid, b.idx`,
-      ).map((r) => ({
-        split: String(r.split),
-        label: String(r.label),
-        from: r.state === "running" ? "running" as const : "pending" as const,
-        to: r.state === "running" ? "uncertain" as const : "cancelled" as const,
-        fork: String(r.fork),
-      }));
-      const revokedCapabilities = this.#all(
-        "SELECT id FROM capabilities WHERE state = 'live' ORDER BY created_ms, id",
-      ).map((r) => String(r.id));
-      const jobs = this.#all(
-        `SELECT id, kit, split, label, state, container FROM jobs
-         WHERE state IN ('queued', 'running') OR cleanup = 'live' ORDER BY created_ms, rowid`,
-      ).map((r) => ({
-        id: String(r.id),
-        kit: String(r.kit),
-        split: String(r.split),
-        label: String(r.label),
-        to: r.state === "queued" ? "cancelled" as const : "uncertain" as const,
-        container: r.container === null ? null : String(r.container),
-      }));
-      this.#run(
-        `UPDATE jobs SET state = 'cancelled', status = 'cancelled', code = 130,
-           finished_ms = :now WHERE state = 'queued'`,
-        { now: nowMs },
-      );
-      this.#run("UPDATE jobs SET state = 'uncertain' WHERE state = 'running'");
-      this.#run("UPDATE jobs SET cleanup = 'uncertain' WHERE cleanup = 'live'");
-      const reason = RESTART_REASON;
-      this.#run("UPDATE splits SET state = 'uncertain', reason = :reason WHERE state = 'run'", {
-        reason,
-      });
-      this.#run("UPDATE splits SET state = 'kept', reason = :reason WHERE state = 'await'", {
-        reason,
-      });
-      this.#run(
-        "UPDATE branches SET state = 'uncertain', trust = 'untrusted' WHERE state = 'running'",
-      );
-      this.#run(
-        `UPDATE branches SET state = 'cancelled', status = 'cancelled', code = 130,
-           finished_ms = :now WHERE state = 'pending'`,
-        { now: nowMs },
-      );
-      this.#run(
-        "UPDATE capabilities SET state = 'revoked', revoked_ms = :now WHERE state = 'live'",
-        { now: nowMs },
-      );
-      return { atMs: nowMs, splits, branches, revokedCapabilities, jobs };
-    });
-  }
-
-  // --- plumbing -----------------------------------------------------------
-
-  #handle(): DatabaseSync {
-    if (this.#db === null) {
-      throw new Deno.errors.BadResource(`Journal is closed: "${this.#path}"`);
-    }
-    return this.#db;
-  }
-
-  #tx<T>(mode: "DEFERRED" | "IMMEDIATE", fn: () => T): T {
-    const db = this.#handle();
-    const nested = this.#depth > 0;
-    const savepoint = `sp${this.#depth}`;
-    try {
-      db.exec(nested ? `SAVEPOINT ${savepoint}` : `BEGIN ${mode}`);
-    } catch (error) {
-      throw wrap(error, "begin a transaction");
-    }
-    this.#depth++;
-    let result: T;
-    try {
-      result = fn();
-      if (isThenable(result)) {
-        throw new TypeError(
-          "Journal transactions are synchronous: the callback returned a promise",
-        );
-      }
-    } catch (error) {
-      this.#depth--;
-      this.#rollback(db, nested, savepoint, error);
-      throw error;
-    }
-    this.#depth--;
-    try {
-      db.exec(nested ? `RELEASE ${savepoint}` : "COMMIT");
-    } catch (error) {
-      this.#rollback(db, nested, savepoint, error);
-      throw wrap(error, "commit a transaction");
-    }
-    return result;
-  }
-
-  #rollback(db: DatabaseSync, nested: boolean, savepoint: string, reason: unknown): void {
-    try {
-      if (nested) db.exec(`ROLLBACK TO ${savepoint}; RELEASE ${savepoint}`);
-      else if (db.isTransaction) db.exec("ROLLBACK");
-    } catch (error) {
-      throw new JournalError(`Journal could not roll back after: ${String(reason)}`, {
-        cause: error,
-      });
-    }
-  }
-
-  #write<T>(what: string, fn: () => T): T {
-    try {
-      return this.immediate(fn);
-    } catch (error) {
-      throw wrap(error, what);
-    }
-  }
-
-  #read<T>(what: string, fn: () => T): T {
-    this.#handle();
-    try {
-      return fn();
-    } catch (error) {
-      throw wrap(error, what);
-    }
-  }
-
-  #statement(sql: string): StatementSync {
-    let st = this.#statements.get(sql);
-    if (st === undefined) {
-      st = this.#handle().prepare(sql);
-      this.#statements.set(sql, st);
-    }
-    return st;
-  }
-
-  #get(sql: string, params: Params = {}): Row | undefined {
-    return this.#statement(sql).get(params);
-  }
-
-  #all(sql: string, params: Params = {}): Row[] {
-    return this.#statement(sql).all(params);
-  }
-
-  #run(sql: string, params: Params = {}): number {
-    return Number(this.#statement(sql).run(params).changes);
-  }
-
-  #insert(table: string, cols: Params): void {
-    const names = Object.keys(cols);
-    this.#run(
-      `INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map((n) => `:${n}`).join(", ")})`,
-      cols,
-    );
-  }
-
-  /** Returns whether a row matched `where` (an empty `cols` changes nothing but still looks). */
-  #update(table: string, cols: Params, where: string, key: Params): boolean {
-    const names = Object.keys(cols);
-    if (names.length === 0) {
-      return this.#get(`SELECT 1 AS x FROM ${table} WHERE ${where}`, key) !== undefined;
-    }
-    const set = names.map((n) => `${n} = :${n}`).join(", ");
-    return this.#run(`UPDATE ${table} SET ${set} WHERE ${where}`, { ...cols, ...key }) > 0;
+    return recovery.recoverAfterRestart(this.#c, nowMs);
   }
 }
 
@@ -869,50 +419,4 @@ function ensureFile(path: string): void {
   if (!info.isFile) {
     throw new JournalError(`Journal is not a regular file: "${path}"`);
   }
-}
-
-function mutable<P extends object>(patch: P, allowed: readonly string[], what: string): P {
-  for (const key of Object.keys(patch)) {
-    if (!allowed.includes(key)) {
-      throw new TypeError(`Not a mutable ${what} field: "${key}"`);
-    }
-  }
-  return patch;
-}
-
-function checkStates<S extends string>(
-  from: readonly S[],
-  to: S,
-  known: (x: unknown) => boolean,
-  what: string,
-): void {
-  if (from.length === 0) {
-    throw new TypeError(`A ${what} transition needs at least one "from" state`);
-  }
-  for (const s of [...from, to]) {
-    if (!known(s)) throw new TypeError(`Unknown ${what} state: ${JSON.stringify(s)}`);
-  }
-}
-
-function splitNotFound(id: string): Deno.errors.NotFound {
-  return new Deno.errors.NotFound(`Split not found: "${id}"`);
-}
-
-function branchNotFound(splitId: string, label: string): Deno.errors.NotFound {
-  return new Deno.errors.NotFound(`Branch not found: "${splitId}/${label}"`);
-}
-
-function isThenable(x: unknown): boolean {
-  return typeof x === "object" && x !== null &&
-    typeof (x as { then?: unknown }).then === "function";
-}
-
-/** SQLite's own errors become a {@linkcode JournalError}; everything else passes through. */
-function wrap(error: unknown, what: string): unknown {
-  if (error instanceof JournalError) return error;
-  const code = (error as { code?: unknown } | null)?.code;
-  if (error instanceof Error && (code === "ERR_SQLITE_ERROR" || code === "ERR_INVALID_STATE")) {
-    return new JournalError(`Journal could not ${what}: ${error.message}`, { cause: error });
-  }
-  return error;
 }

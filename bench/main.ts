@@ -62,7 +62,9 @@ import {
 } from "./marsh_ops_types.ts";
 import { ChildMemoryProbe, InProcessPeak } from "./measure.ts";
 import { measureSplitE2e, renderSplitE2e, type SplitE2eResult } from "./split_e2e.ts";
-import { type KitE2eResult, measureKitE2e, renderKitE2e } from "./kit_e2e.ts";
+import { measureKitE2e } from "./kit_e2e.ts";
+import { renderKitE2e } from "./kit_report.ts";
+import type { KitE2eResult } from "./kit_types.ts";
 import { ratiosOf, renderSize, type SizeResult } from "./size_report.ts";
 import { FORKS_PER_RUN, measureMarsh, type StrategyResult } from "./strategy_runs.ts";
 import { kitTargets, sizeTargets, splitTargets } from "./target_sets.ts";

@@ -9,7 +9,7 @@ import { fmtMs, fmtRatio } from "./_format.ts";
 import type { BaselineResults } from "./baselines.ts";
 import type { Summary } from "./measure.ts";
 import type { SplitE2eResult } from "./split_e2e.ts";
-import type { KitE2eResult } from "./kit_e2e.ts";
+import type { KitE2eResult } from "./kit_types.ts";
 import type { StrategyResult } from "./strategy_runs.ts";
 import { ratioText, report, target, type TargetResult } from "./targets.ts";
 

@@ -32,7 +32,7 @@ import {
   type Summary,
   timeOnce,
 } from "./measure.ts";
-import { applySmallChange, type PlannedEdit } from "./tree_gen.ts";
+import { applySmallChange, type PlannedEdit } from "./small_change.ts";
 
 /** Baseline measurements for one tree. */
 export interface BaselineResults {

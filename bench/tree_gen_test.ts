@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
+import { generateTree } from "./tree_gen.ts";
 import {
   applySmallChange,
   backupSmallChange,
-  generateTree,
   planSmallChange,
   restoreSmallChange,
   smallChange,
-} from "./tree_gen.ts";
+} from "./small_change.ts";
 
 // Unscoped read/write: Deno.symlink refuses path-scoped grants. git reads
 // PATH (HardenedGit passes it on to the child).

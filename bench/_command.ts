@@ -13,6 +13,8 @@ export interface CommandSpec {
   /** Environment of the child; with `clearEnv`, the only variables it sees. */
   readonly env?: Readonly<Record<string, string>>;
   readonly clearEnv?: boolean;
+  /** Kill the command after this long (ms); the failure says it was killed. */
+  readonly timeoutMs?: number;
 }
 
 /** The command line of a spec, for messages. */
@@ -38,6 +40,7 @@ export async function runChecked(spec: CommandSpec): Promise<Uint8Array> {
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
+    signal: spec.timeoutMs === undefined ? undefined : AbortSignal.timeout(spec.timeoutMs),
   }).output();
   if (!out.success) {
     const stderr = new TextDecoder().decode(out.stderr).trim();

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { type CommandSpec, describeCommand, runChecked } from "./_command.ts";
+import { type CommandSpec, runChecked } from "./_command.ts";
 import { exists, type ManifestView, parseManifest } from "./split_e2e.ts";
 import { KIT } from "./kit_types.ts";
 import { cliEnv } from "../tests/_engine.ts";
@@ -28,25 +28,7 @@ const dec = new TextDecoder();
 
 /** Runs `spec` to its end (within {@linkcode COMMAND_TIMEOUT_MS}); throws when it fails. */
 async function run(spec: CommandSpec): Promise<string> {
-  const out = await new Deno.Command(spec.cmd, {
-    args: [...spec.args],
-    cwd: spec.cwd,
-    env: spec.env ? { ...spec.env } : undefined,
-    clearEnv: spec.clearEnv ?? false,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-    signal: AbortSignal.timeout(COMMAND_TIMEOUT_MS),
-  }).output();
-  if (!out.success) {
-    const how = out.signal === null ? `exited with ${out.code}` : `was killed by ${out.signal}`;
-    throw new Error(
-      `Command "${describeCommand(spec)}" ${how}: ${
-        dec.decode(out.stderr).trim() || "(no stderr)"
-      }`,
-    );
-  }
-  return dec.decode(out.stdout);
+  return dec.decode(await runChecked({ ...spec, timeoutMs: COMMAND_TIMEOUT_MS }));
 }
 
 /** The wall clock in ms with sub-ms resolution (comparable with `Date.now()` and the engine's). */

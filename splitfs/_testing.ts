@@ -8,7 +8,9 @@
  * @module
  */
 
+import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { readMounts } from "./mountinfo.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -287,4 +289,15 @@ export function throwsA<E extends Error>(
     throw new Error(`expected a ${cls.name}, got: ${error}`, { cause: error });
   }
   throw new Error(`expected a ${cls.name}, but nothing was thrown`);
+}
+
+/** Runs `mount` or `umount` (tests run as root) and fails the test unless it succeeds. */
+export function mountTool(cmd: "mount" | "umount", args: string[]): void {
+  const r = new Deno.Command(cmd, { args, stderr: "piped" }).outputSync();
+  assert.ok(r.success, `${cmd} ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
+}
+
+/** Whether something is mounted at `path` in this process's mount namespace. */
+export function isMounted(path: string): boolean {
+  return readMounts().some((m) => m.mountPoint === path);
 }

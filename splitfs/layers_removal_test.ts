@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
-import { put, sandbox, throwsA } from "./_testing.ts";
+import { isMounted as mounted, mountTool as tool, put, sandbox, throwsA } from "./_testing.ts";
 import { Dir } from "./dir.ts";
 import { LayerStore } from "./layers.ts";
 import { MountPointError } from "./mount_boundary.ts";
-import { readMounts } from "./mountinfo.ts";
 
 // Real files and real bind mounts (the tests run as root).
 const perms: Deno.PermissionOptions = {
@@ -12,15 +11,6 @@ const perms: Deno.PermissionOptions = {
   write: true,
   run: ["mount", "umount", "awk"],
 };
-
-function tool(cmd: "mount" | "umount", args: string[]): void {
-  const r = new Deno.Command(cmd, { args, stderr: "piped" }).outputSync();
-  assert.ok(r.success, `${cmd} ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
-}
-
-function mounted(path: string): boolean {
-  return readMounts().some((m) => m.mountPoint === path);
-}
 
 Deno.test({
   name:

@@ -5,10 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { put, sandbox } from "./_testing.ts";
+import { isMounted as mounted, mountTool as tool, put, sandbox } from "./_testing.ts";
 import { Dir } from "./dir.ts";
 import { LayerStore } from "./layers.ts";
-import { readMounts } from "./mountinfo.ts";
 import { ProjectLocks } from "./project_lock.ts";
 import { purgeProject } from "./purge.ts";
 
@@ -18,15 +17,6 @@ const perms: Deno.PermissionOptions = {
   write: true,
   run: ["mount", "umount", "awk"],
 };
-
-function tool(cmd: "mount" | "umount", args: string[]): void {
-  const r = new Deno.Command(cmd, { args, stderr: "piped" }).outputSync();
-  assert.ok(r.success, `${cmd} ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
-}
-
-function mounted(path: string): boolean {
-  return readMounts().some((m) => m.mountPoint === path);
-}
 
 /** Three snapshots at depth 1 (each a full layer); the last is the chain's head. */
 function store3(root: string): string[] {

@@ -9,11 +9,13 @@ import { parseArgs } from "node:util";
 import type { ForkPolicy } from "./marsh_ops_types.ts";
 import { SPLIT_BRANCHES } from "./split_e2e.ts";
 import { KIT_BRANCHES, KIT_RUNS } from "./kit_e2e.ts";
+import { CLI_RUNS } from "./cli.ts";
 
 /** The usage line, printed by --help and after a bad command line. */
 export const USAGE =
   "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] " +
-  "[--split] [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10] [--kit-branches=1,4]";
+  "[--split] [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10] [--kit-branches=1,4]" +
+  "\n       deno task bench --cli [--cli-runs=21] [--json]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
 /** The fork policies the per-size tables compare, in column order. */
 export const POLICIES: readonly ForkPolicy[] = ["auto", "copy"];
@@ -56,6 +58,8 @@ export interface Options {
   readonly kitRuns: number;
   /** Branch counts of the Kit table. */
   readonly kitBranches: readonly number[];
+  /** Only the CLI start-up table (bench/cli.ts), with this many runs; null: not asked for. */
+  readonly cliRuns: number | null;
 }
 
 function positiveInt(flag: string, text: string): number {
@@ -105,6 +109,8 @@ export function parseOptions(args: readonly string[]): Options {
         kit: { type: "boolean" },
         "kit-runs": { type: "string" },
         "kit-branches": { type: "string" },
+        cli: { type: "boolean" },
+        "cli-runs": { type: "string" },
       },
     }));
   } catch (err) {
@@ -127,6 +133,11 @@ export function parseOptions(args: readonly string[]): Options {
     kitBranches: values["kit-branches"] === undefined
       ? KIT_BRANCHES
       : intList("kit-branches", values["kit-branches"]),
+    cliRuns: !values.cli
+      ? null
+      : values["cli-runs"] === undefined
+      ? CLI_RUNS
+      : positiveInt("cli-runs", values["cli-runs"]),
   };
 }
 

@@ -20,12 +20,14 @@
  * medians of `--kit-runs` runs (10), reported without a limit; `--kit`
  * prints only that (with `--split`, both). Without `--kit`, an engine that
  * cannot be had skips the table with a note instead of failing the run.
- * Last, every target in one table.
+ * Last, every target in one table. `--cli` prints only how fast the CLI
+ * starts (bench/cli.ts).
  *
  * ```sh
  * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]
  *                 [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10]
  *                 [--kit-branches=1,4]
+ * deno task bench --cli [--cli-runs=21] [--json]
  * ```
  *
  * Permissions (the task's): read/write (trees in bench/.trees/, temp dirs),
@@ -37,6 +39,7 @@
 
 import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
+import { renderCliBench, runCliBench } from "./cli.ts";
 import { measureBaselines } from "./baselines.ts";
 import {
   COPY_DEFAULT_BELOW,
@@ -339,6 +342,10 @@ if (import.meta.main) {
   }
   if (options.help) {
     console.log(USAGE);
+  } else if (options.cliRuns !== null) {
+    const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
+    const result = await runCliBench(deno, options.cliRuns, (l) => console.error(l));
+    console.log(options.json ? JSON.stringify(result, null, 2) : renderCliBench(result));
   } else {
     await run(options);
   }

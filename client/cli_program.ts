@@ -26,6 +26,9 @@ import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
 
 const enc = new TextEncoder();
 
+/** marsh's version, `marsh --version` prints it (with Deno's). */
+export const MARSH_VERSION = "0.1.0";
+
 function writeAllSync(file: { writeSync(p: Uint8Array): number }, bytes: Uint8Array): void {
   let off = 0;
   while (off < bytes.length) off += file.writeSync(bytes.subarray(off));
@@ -248,6 +251,7 @@ function buildProgram(
     .description(
       "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
     )
+    .version(`marsh ${MARSH_VERSION} (deno ${Deno.version.deno})`, "--version", "print the version")
     // Each command's options are its own: `splits` passes `rm --json` on to `rm`.
     .enablePositionalOptions()
     .exitOverride();

@@ -108,8 +108,12 @@ export interface BundleInputs {
 export async function bundleInputs(deno: string): Promise<BundleInputs> {
   const out = await run(deno, ["info", "--json", `--config=${repo}deno.json`, CLI_ENTRY]);
   if (!out.success) throw failed(deno, `info ${CLI_ENTRY}`, out);
-  const info = JSON.parse(dec.decode(out.stdout)) as { modules: { specifier: string }[] };
-  const modules = info.modules.filter((m) => m.specifier.startsWith("file://"))
+  const info = JSON.parse(dec.decode(out.stdout)) as {
+    modules: { specifier: string; error?: string }[];
+  };
+  // A module that cannot be loaded (an `import()` of a missing file) is
+  // deno bundle's to report; only files that exist can be summed.
+  const modules = info.modules.filter((m) => m.specifier.startsWith("file://") && !m.error)
     .map((m) => new URL(m.specifier).pathname);
   const files = [...new Set([...modules, ...EXTRA_INPUTS.map((f) => `${repo}${f}`)])].sort();
   for (const f of files) {

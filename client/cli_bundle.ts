@@ -190,15 +190,41 @@ async function writeAtomic(path: string, data: string | Uint8Array): Promise<voi
   }
 }
 
-/** How old a superseded bundle must be before it goes: a launcher may be about to run it. */
-const STALE_MS = 60_000;
+/**
+ * How long a superseded bundle stays: a launcher may have read the state
+ * file just before, and a running CLI loads its chunks on demand.
+ */
+const STALE_MS = 10 * 60_000;
+/** The marker a superseded bundle gets; its mtime is when it was superseded. */
+const SUPERSEDED = "superseded";
 
-async function removeStale(dir: string, keep: string): Promise<void> {
+/**
+ * Marks every bundle but `keep` superseded (once) and removes those marked
+ * longer than STALE_MS ago. The marker, not the bundle's own mtime, dates
+ * it: a bundle built long ago may have been current a moment ago. Exported
+ * for its test.
+ */
+export async function removeStale(dir: string, keep: string): Promise<void> {
+  await Deno.remove(`${dir}/${keep}/${SUPERSEDED}`).catch((error) => {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    // Never superseded, or current again.
+  });
   for await (const e of Deno.readDir(dir)) {
     if (!/^cli-[0-9a-f]+$/.test(e.name) || e.name === keep) continue;
     const path = `${dir}/${e.name}`;
-    const st = await Deno.stat(path);
-    if (Date.now() - (st.mtime?.getTime() ?? 0) < STALE_MS) continue;
+    let since: number;
+    try {
+      since = (await Deno.stat(`${path}/${SUPERSEDED}`)).mtime?.getTime() ?? 0;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      // Superseded now: it goes after STALE_MS.
+      await Deno.writeTextFile(`${path}/${SUPERSEDED}`, "").catch((e2) => {
+        if (!(e2 instanceof Deno.errors.NotFound)) throw e2;
+        // Another builder removed it.
+      });
+      continue;
+    }
+    if (Date.now() - since < STALE_MS) continue;
     await Deno.remove(path, { recursive: true }).catch((error) => {
       if (!(error instanceof Deno.errors.NotFound)) throw error;
       // Another builder removed it.

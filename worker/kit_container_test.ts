@@ -554,16 +554,20 @@ Deno.test({
   permissions: perms,
 }, async () => {
   await using ctx = await setup({ forks: "copy" });
-  const soft = await ctx.run(ctx.launch("a", ["sh", "-c", "sleep 30"]), { abortAfterMs: 1_000 });
+  // The abort comes once the command runs (its first line), not at a fixed
+  // time: a loaded engine may take longer than any fixed time to start it.
+  const soft = await ctx.run(ctx.launch("a", ["sh", "-c", "echo started; sleep 30"]), {
+    abortAfterOutputMs: 200,
+  });
   assert.equal(ok(soft).cancelled, true);
   assert.equal(ok(soft).signal, "SIGINT");
   const hard = await ctx.run(
-    ctx.launch("a", ["sh", "-c", "trap '' INT; sleep 30; echo survived"]),
-    { abortAfterMs: 1_000, graceMs: 500 },
+    ctx.launch("a", ["sh", "-c", "trap '' INT; echo started; sleep 30; echo survived"]),
+    { abortAfterOutputMs: 200, graceMs: 500 },
   );
   assert.equal(ok(hard).cancelled, true);
   assert.equal(ok(hard).signal, "SIGKILL");
-  assert.equal(hard.stdout, "");
+  assert.equal(hard.stdout, "started\n");
   await noLeftovers(ctx);
 });
 

@@ -8,7 +8,9 @@
  * ```
  *
  * - `run LAUNCH.json [OPTIONS.json]`: one launch; options `abortAfterMs`,
- *   `graceMs`, `drainMs`, `removeTimeoutMs`;
+ *   `abortAfterOutputMs` (that long after the command's first stdout byte,
+ *   so the abort finds it running however slow the engine is), `graceMs`,
+ *   `drainMs`, `removeTimeoutMs`;
  * - `time LAUNCH.json N`: N launches one after another (attempt `<attempt>-<i>`,
  *   output files `<stdout>-<i>`), printing each one's milliseconds;
  * - `list LABEL=VALUE...`: containers with every label (`DockerApi.listContainers`);
@@ -45,9 +47,22 @@ async function run(
   o: Record<string, number>,
 ): Promise<{ exit: KitExit; mounts: readonly KitMount[] | null; ms: number }> {
   const controller = new AbortController();
-  const timer = o.abortAfterMs === undefined
+  let timer = o.abortAfterMs === undefined
     ? undefined
     : setTimeout(() => controller.abort(), o.abortAfterMs);
+  const afterOutput = o.abortAfterOutputMs;
+  const poll = afterOutput === undefined ? undefined : setInterval(() => {
+    let size = 0;
+    try {
+      size = Deno.statSync(launch.stdout).size;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      // Not made yet: the launch opens it.
+    }
+    if (size === 0) return;
+    clearInterval(poll);
+    timer = setTimeout(() => controller.abort(), afterOutput);
+  }, 20);
   let mounts: readonly KitMount[] | null = null;
   const opts: KitRunOptions = {
     graceMs: o.graceMs,
@@ -60,6 +75,7 @@ async function run(
     const exit = await runKitContainer(api, launch, controller.signal, opts);
     return { exit, mounts, ms: performance.now() - t0 };
   } finally {
+    clearInterval(poll);
     clearTimeout(timer);
   }
 }

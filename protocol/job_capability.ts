@@ -125,7 +125,7 @@ export function stubScript(name: string): string {
 export function linkScript(own: string): string {
   if (!LINK_NAME.test(own)) throw new TypeError(`not a link name: ${own}`);
   return `#!/bin/sh
-# marsh job link (spec 004 section 5); generated per attempt.
+# marsh job link (docs/rules.md "Links"); generated per attempt.
 own='${own}'
 name="\${1#--link=}"
 shift

@@ -88,7 +88,10 @@ Deno.test({ name: "guestHome: label, then HOME, then the user", permissions: "no
   );
 });
 
-Deno.test({ name: "planMounts: spec 000 §8's table, in order", permissions: "none" }, () => {
+Deno.test({
+  name: 'planMounts: the mounts of docs/containment.md "An argv branch (Kit container)", in order',
+  permissions: "none",
+}, () => {
   const rows = planMounts(launch({ cap: CAP }), "/root").map((
     m,
   ) => [m.source, m.target, m.readOnly ? "ro" : "rw", m.optional ? "if present" : "required"]);

@@ -370,3 +370,46 @@ Deno.test("a branch tree that would write into .marsh or .git is refused, not pl
     );
   }
 });
+
+Deno.test("the project's own Git config runs nothing: no filter, fsmonitor or hook, and its config is not read", async () => {
+  const w = await world({ "a.txt": "a\n" });
+  using _ = w.sb;
+  const marker = `${w.sb.outside}/ran`;
+  const script = `${w.sb.outside}/evil.sh`;
+  Deno.writeTextFileSync(script, `#!/bin/sh\necho "$0 $*" >> ${marker}\ncat\n`);
+  Deno.chmodSync(script, 0o755);
+  for (
+    const [k, v] of [
+      ["filter.evil.clean", script],
+      ["filter.evil.required", "true"],
+      ["core.fsmonitor", script],
+      ["core.hooksPath", w.sb.outside],
+      ["core.autocrlf", "true"],
+    ] as const
+  ) await w.git(["config", k, v]);
+  put(w.sb.root, ".gitattributes", "* filter=evil\n");
+  put(w.sb.root, "b.txt", "one\r\n");
+  for (const hook of ["pre-commit", "post-index-change", "reference-transaction"]) {
+    Deno.copyFileSync(script, `${w.sb.outside}/${hook}`);
+  }
+  const before = treeDigest(w.sb.root);
+  await using git = await scratch(w);
+  const tree = await sourceTreeOf(git, w.sb.root, NO_EXCLUDES);
+  const r = await planGitMerge(git, { base: tree, source: tree, branch: tree });
+  assert.ok(r.clean);
+  assert.deepEqual(r.plan.entries, []);
+  assert.equal(treeDigest(w.sb.root), before);
+  assert.equal(await Deno.stat(marker).then(() => true, () => false), false, "a command ran");
+  // autocrlf was not applied either: the blob is the bytes on disk.
+  const ls = await gitOk(w.sb.root, ["ls-tree", tree, "b.txt"], {
+    home: w.sb.home,
+    env: { GIT_ALTERNATE_OBJECT_DIRECTORIES: `${w.store}/objects` },
+  });
+  const raw = await run("git", ["hash-object", "--no-filters", `${w.sb.root}/b.txt`], {
+    home: w.sb.home,
+  });
+  assert.equal(ls.split(/\s/)[2], raw.trim());
+  // Negative control: the project's own git does run that filter.
+  await w.git(["add", "b.txt"]);
+  assert.match(Deno.readTextFileSync(marker), /evil\.sh/);
+});

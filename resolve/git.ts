@@ -208,14 +208,29 @@ export class ScratchGit implements AsyncDisposable {
       stdout: "piped",
       stderr: "piped",
     }).spawn();
-    if (opts.stdin !== undefined) {
+    // Written while stdout is read: a large batch would otherwise fill both pipes.
+    let writeError: unknown = null;
+    const writing = opts.stdin === undefined ? Promise.resolve() : (async () => {
       const w = child.stdin.getWriter();
-      // A failed write surfaces as git's own exit status and stderr below.
-      await w.write(opts.stdin).catch(() => undefined);
-      await w.close().catch(() => undefined);
+      try {
+        await w.write(opts.stdin);
+        await w.close();
+      } catch (error) {
+        writeError = error;
+      }
+    })();
+    const [out] = await Promise.all([child.output(), writing]);
+    const stderr = dec.decode(out.stderr).trim();
+    // Git that stopped reading says why in its status; one that did not must have had it all.
+    if (writeError !== null && out.code === 0) {
+      throw new ResolveGitError(
+        `git ${args[0] ?? ""}: its input could not be written: ${writeError}`,
+        {
+          cause: writeError,
+        },
+      );
     }
-    const out = await child.output();
-    return { code: out.code, stdout: out.stdout, stderr: dec.decode(out.stderr).trim() };
+    return { code: out.code, stdout: out.stdout, stderr };
   }
 
   /**

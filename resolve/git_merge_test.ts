@@ -413,3 +413,50 @@ Deno.test("the project's own Git config runs nothing: no filter, fsmonitor or ho
   await w.git(["add", "b.txt"]);
   assert.match(Deno.readTextFileSync(marker), /evil\.sh/);
 });
+
+Deno.test("the project's .gitattributes do not steer the merge: merge=union still conflicts", async () => {
+  const w = await world({ ".gitattributes": "*.txt merge=union\n", "a.txt": lines(3) });
+  using _ = w.sb;
+  const r = await scenario(
+    w,
+    (fork) => put(fork, "a.txt", lines(3, { 2: "branch" })),
+    (root) => put(root, "a.txt", lines(3, { 2: "source" })),
+  );
+  assert.ok(!r.clean);
+  assert.deepEqual(r.conflicts.map((c) => c.path), ["a.txt"]);
+});
+
+Deno.test("a kept index gives the tree a fresh one gives, edit after edit, and survives corruption", async () => {
+  const w = await world({ "a.txt": "aaaa\n", "b/c.txt": "c\n", "build/out.o": "o\n" });
+  using _ = w.sb;
+  const cache = `${w.sb.top}/source.index`;
+  const fresh = () => treeOf(w, w.sb.root);
+  const cached = async () => {
+    await using git = await scratch(w);
+    return await sourceTreeOf(git, w.sb.root, NO_EXCLUDES, { indexCache: cache });
+  };
+  const root = w.sb.root;
+  const edits: [string, () => void][] = [
+    ["nothing yet", () => {}],
+    ["same size, same second", () => put(root, "a.txt", "bbbb\n")],
+    ["added", () => put(root, "new.txt", "n\n")],
+    ["removed", () => Deno.removeSync(`${root}/b/c.txt`)],
+    ["chmod +x", () => Deno.chmodSync(`${root}/a.txt`, 0o755)],
+    ["a directory now ignored", () => put(root, ".gitignore", "build/\n")],
+    ["a symlink", () => Deno.symlinkSync("a.txt", `${root}/l`)],
+    ["a file becomes a directory", () => {
+      Deno.removeSync(`${root}/new.txt`);
+      put(root, "new.txt/inner", "i\n");
+    }],
+    ["a corrupt cache", () => Deno.writeTextFileSync(cache, "not an index")],
+  ];
+  const seen = new Set<string>();
+  for (const [what, edit] of edits) {
+    edit();
+    const want = await fresh();
+    assert.equal(await cached(), want, what);
+    seen.add(want);
+  }
+  assert.equal(seen.size, edits.length - 1, "every edit but the corruption changes the tree");
+  assert.ok(Deno.statSync(cache).isFile);
+});

@@ -72,6 +72,10 @@ async function commitsFor(
   t: MergeTrees,
 ): Promise<{ source: string; branch: string }> {
   for (const [side, id] of Object.entries(t)) {
+    // Ids only: a name such as `HEAD` or `--help` would be resolved or parsed by Git.
+    if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(id)) {
+      throw new ResolveGitError(`the ${side} tree id ${JSON.stringify(id)} is not a hex object id`);
+    }
     const out = await git.run(["cat-file", "-t", id]);
     const type = new TextDecoder().decode(out.stdout).trim();
     if (out.code !== 0 || type !== "tree") {

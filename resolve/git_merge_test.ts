@@ -146,26 +146,45 @@ Deno.test("a clean merge: both sides' edits of one file, an add, a delete, a con
   assert.match(renderPlanText(r.plan), /^take {6}a\.txt \(file 0644 [0-9a-f]{10}\)$/m);
 });
 
-Deno.test("the same line edited on both sides is a conflict, and nothing is planned but the conflict", async () => {
-  const w = await world({ "a.txt": lines(10), "b.txt": "b\n" });
+Deno.test("the same line edited on both sides is a conflict, and nothing is planned but the conflicts", async () => {
+  const deep = "dir/sub dir/é x.txt";
+  const w = await world({ "a.txt": lines(10), "b.txt": "b\n", [deep]: lines(3), "t.txt": "t\n" });
   using _ = w.sb;
+  Deno.symlinkSync("t.txt", `${w.sb.root}/link`);
   const r = await scenario(
     w,
     (fork) => {
       put(fork, "a.txt", lines(10, { 5: "five (branch)" }));
       put(fork, "b.txt", "b from the branch\n");
+      put(fork, deep, lines(3, { 2: "branch" }));
+      Deno.removeSync(`${fork}/link`);
+      Deno.symlinkSync("branch-target", `${fork}/link`);
     },
-    (root) => put(root, "a.txt", lines(10, { 5: "five (source)" })),
+    (root) => {
+      put(root, "a.txt", lines(10, { 5: "five (source)" }));
+      put(root, deep, lines(3, { 2: "source" }));
+      Deno.removeSync(`${root}/link`);
+      Deno.symlinkSync("source-target", `${root}/link`);
+    },
   );
-  assert.equal(r.clean, false);
   assert.ok(!r.clean);
-  assert.deepEqual(r.conflicts.map((c) => c.path), ["a.txt"]);
+  assert.deepEqual(r.conflicts.map((c) => c.path), ["a.txt", deep, "link"]);
   assert.match(r.conflicts[0]!.reasons.join(), /CONFLICT \(content\): Merge conflict in a\.txt/);
   const e = entry(r.plan.entries, "a.txt");
   assert.ok(e.op === "conflict");
   assert.equal(e.base.kind, "file");
   assert.notDeepEqual(e.source, e.branch);
-  assert.equal(r.plan.entries.length, 1);
+  const d = entry(r.plan.entries, deep);
+  assert.ok(d.op === "conflict" && d.base.kind === "file" && d.source.kind === "file");
+  const l = entry(r.plan.entries, "link");
+  assert.ok(l.op === "conflict");
+  assert.deepEqual([l.base, l.source, l.branch], [
+    { kind: "symlink", target: "t.txt" },
+    { kind: "symlink", target: "source-target" },
+    { kind: "symlink", target: "branch-target" },
+  ]);
+  // b.txt merged cleanly, but a conflicted merge plans nothing else.
+  assert.deepEqual(r.plan.entries.map((x) => x.op), ["conflict", "conflict", "conflict"]);
   assert.equal(r.plan.trees.result, null);
 });
 
@@ -339,6 +358,14 @@ Deno.test("a nested repository and a missing tree are refused with what to do", 
   );
   await Deno.remove(`${w.sb.root}/inner`, { recursive: true });
   const tree = await sourceTreeOf(git, w.sb.root, NO_EXCLUDES);
+  for (const id of ["HEAD", "--help", tree.toUpperCase()]) {
+    await assert.rejects(
+      planGitMerge(git, { base: tree, source: id, branch: tree }),
+      (e: unknown) =>
+        e instanceof ResolveGitError &&
+        /the source tree id .* is not a hex object id/.test(e.message),
+    );
+  }
   const missing = "0123456789012345678901234567890123456789";
   await assert.rejects(
     planGitMerge(git, { base: tree, source: tree, branch: missing }),

@@ -16,12 +16,12 @@
  */
 
 import {
-  ABSENT,
+  afterOf,
+  beforeOf,
   checkPlan,
   type MergePlan,
   type PlanEntry,
   type Present,
-  type Signature,
   sortEntries,
 } from "../model/resolution_plan.ts";
 import { failed, ResolveGitError, type ScratchGit, textBytes } from "./git.ts";
@@ -166,7 +166,7 @@ function withDirectories(entries: PlanEntry[]): PlanEntry[] {
   const below = (side: "before" | "after") => {
     const parents = new Set<string>();
     for (const e of entries) {
-      const s = side === "before" ? beforeState(e) : afterState(e);
+      const s = side === "before" ? beforeOf(e) : afterOf(e);
       if (s.kind === "absent") continue;
       for (let i = e.path.indexOf("/"); i !== -1; i = e.path.indexOf("/", i + 1)) {
         parents.add(e.path.slice(0, i));
@@ -189,24 +189,6 @@ function withDirectories(entries: PlanEntry[]): PlanEntry[] {
     } else out.push(e);
   }
   return out;
-}
-
-function beforeState(e: PlanEntry): Signature {
-  return e.op === "take" || e.op === "delete"
-    ? e.before
-    : e.op === "converged"
-    ? e.state
-    : e.source;
-}
-
-function afterState(e: PlanEntry): Signature {
-  return e.op === "take"
-    ? e.after
-    : e.op === "delete"
-    ? ABSENT
-    : e.op === "converged"
-    ? e.state
-    : e.source;
 }
 
 /** The plan of a clean merge: what makes the source's tree the result tree, and what already matched. */

@@ -5,7 +5,7 @@
  * sources run when no bundle dir can be had or bundling fails.
  */
 import assert from "node:assert/strict";
-import { cliBundleFlags } from "../client/cli_bundle_main.ts";
+import { cliBundleFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();

@@ -3,7 +3,7 @@
  * a probe under each entrypoint's exact flags shows what is refused.
  */
 import assert from "node:assert/strict";
-import { cliFlags, daemonFlags, splitfsFlags } from "../protocol/permissions.ts";
+import { cliFlags, daemonFlags, splitfsFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { LIBC_PATHS } from "../../protocol/permissions.ts";
+import { LIBC_PATHS } from "../../protocol/entrypoints.ts";
 
 function attempt(fn: () => unknown): "granted" | "refused" | "failed" {
   try {

@@ -364,7 +364,7 @@ export type EntryName = keyof EntryArgs;
  * What a probe under an entrypoint's flags finds granted
  * (`tests/probes/capabilities.ts`; `tests/permissions_test.ts` runs it for
  * every entry): read a project file, write `/tmp`, `dlopen` libc or another
- * library, run `git`, listen on TCP, read `HOME`.
+ * library, run `git`, listen on TCP, read `HOME`, read `PATH`.
  */
 export interface Grants {
   readonly readProject: boolean;
@@ -374,6 +374,7 @@ export interface Grants {
   readonly runGit: boolean;
   readonly net: boolean;
   readonly envHome: boolean;
+  readonly envPath: boolean;
 }
 
 /** One entrypoint. */
@@ -406,6 +407,7 @@ const NONE: Grants = {
   runGit: false,
   net: false,
   envHome: false,
+  envPath: false,
 };
 
 /** Every marsh entrypoint that runs on Deno. */
@@ -416,7 +418,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => cliFlags(a.home, a.branchSocket),
     config: "repo",
     sets: [],
-    grants: { ...NONE, runGit: true, envHome: true },
+    grants: { ...NONE, runGit: true, envHome: true, envPath: true },
   },
   "cli-bundle": {
     module: "client/cli_bundle_main.ts",
@@ -456,7 +458,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitWorkerFlags(a.home, a.engine),
     config: "repo",
     sets: ["MARSH_HOME"],
-    grants: { ...NONE, envHome: true },
+    grants: { ...NONE, envHome: true, envPath: true },
   },
   engine: {
     module: "engine/engine_main.ts",
@@ -464,7 +466,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => engineFlags(a.home, a.execRoot, a.sockets),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, runGit: true, envHome: true },
+    grants: { ...NONE, runGit: true, envHome: true, envPath: true },
   },
   "kit-build": {
     module: "engine/kit_build_main.ts",
@@ -472,7 +474,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitBuildFlags(a.socket),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, readProject: true, envHome: true },
+    grants: { ...NONE, readProject: true, envHome: true, envPath: true },
   },
   "kit-check": {
     module: "engine/kit_check_main.ts",
@@ -480,7 +482,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitCheckFlags(a.socket, a.controlDir, a.home),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, envHome: true },
+    grants: { ...NONE, envHome: true, envPath: true },
   },
   "job-client": {
     module: "job/main.ts",
@@ -488,7 +490,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => jobClientFlags(a.socket),
     config: "none",
     sets: [],
-    grants: { ...NONE, readProject: true, runGit: true, envHome: true },
+    grants: { ...NONE, readProject: true, runGit: true, envHome: true, envPath: true },
   },
 };
 

@@ -42,24 +42,51 @@ export const LIBC_PATHS = [
 export const FORCE_SUBREAPER_ENV = "MARSH_WORKER_FORCE_SUBREAPER";
 
 /**
- * The variables the daemon reads, and nothing else of the environment: the
- * control dir's location (`controlDirPath`), the pinned Deno, the Docker
- * engine it chooses at start (`engineSocket`), and its settings
- * (`settingsFromEnv`, docs/guide.md, "Settings"). Its children inherit the
- * process environment from the operating system, which needs no grant.
+ * What the Deno runtime and the programs marsh starts need of the
+ * environment, passed to every child that does not get all of it: `PATH` to
+ * find programs (`perl`, `unshare`), and where Deno's cache is (`HOME`,
+ * `DENO_DIR`, `XDG_CACHE_HOME`) so a child finds the npm packages its parent
+ * found.
  */
-export const DAEMON_ENV = [
-  "MARSH_HOME",
-  "XDG_STATE_HOME",
+export const RUNTIME_ENV = [
+  "PATH",
   "HOME",
-  "MARSH_DENO",
-  "DOCKER_HOST",
-  "MARSH_LEASE_MS",
-  "MARSH_SPLIT_DEADLINE_MS",
-  "MARSH_CANCEL_GRACE_MS",
-  "MARSH_TEST_PAUSE_AT",
-  "MARSH_FORKS",
+  "DENO_DIR",
+  "XDG_CACHE_HOME",
+  "DENO_NO_UPDATE_CHECK",
+  "NO_COLOR",
 ] as const;
+
+/** The variables the split-filesystem service may read (see {@linkcode splitfsFlags}). */
+const SPLITFS_ENV = ["HOME", "XDG_CONFIG_HOME"] as const;
+
+/** The variables the worker may read (see {@linkcode workerFlags}). */
+const WORKER_ENV = [FORCE_SUBREAPER_ENV, "NODE_V8_COVERAGE"] as const;
+
+/**
+ * The daemon's environment, all of it: the control dir's location
+ * (`controlDirPath`), the pinned Deno, the Docker engine it chooses at start
+ * (`engineSocket`), its settings (`settingsFromEnv`, docs/guide.md,
+ * "Settings"), and what it passes on to the service and the worker. The CLI
+ * starts it with these variables only, it may read no other, and its
+ * children get their own lists from it ({@linkcode Entrypoint.passes}).
+ */
+export const DAEMON_ENV: readonly string[] = [
+  ...new Set([
+    "MARSH_HOME",
+    "XDG_STATE_HOME",
+    "MARSH_DENO",
+    "DOCKER_HOST",
+    "MARSH_LEASE_MS",
+    "MARSH_SPLIT_DEADLINE_MS",
+    "MARSH_CANCEL_GRACE_MS",
+    "MARSH_TEST_PAUSE_AT",
+    "MARSH_FORKS",
+    ...RUNTIME_ENV,
+    ...SPLITFS_ENV,
+    ...WORKER_ENV,
+  ]),
+];
 
 /** The Deno executable to start entrypoints with: the launcher's pinned one. */
 export function denoPath(): string {
@@ -123,8 +150,8 @@ export function cliBundleFlags(root: string, dir: string, deno: string): string[
  * to start its two services, and `unshare` (from `PATH`; Deno resolves it at
  * start, and one missing leaves nothing granted) to start the
  * split-filesystem service in a user and mount namespace when the daemon is
- * not root. Of the environment only {@linkcode DAEMON_ENV}. No FFI, no
- * project file.
+ * not root. Of the environment only {@linkcode DAEMON_ENV}, which is all it
+ * is given. No FFI, no project file.
  */
 export function daemonFlags(home: string, deno: string, slots: number): string[] {
   const sockets = [`unix:${home}/${SOCKET_NAME}`];
@@ -154,7 +181,7 @@ export function splitfsFlags(): string[] {
     "--no-prompt",
     "--quiet",
     `--allow-ffi=${LIBC_PATHS.join(",")}`,
-    "--allow-env=HOME,XDG_CONFIG_HOME",
+    `--allow-env=${SPLITFS_ENV.join(",")}`,
   ];
 }
 
@@ -180,7 +207,7 @@ export function workerFlags(controlDir: string): string[] {
     "--quiet",
     "--allow-run=perl",
     `--allow-write=${controlDir}`,
-    `--allow-env=${FORCE_SUBREAPER_ENV},NODE_V8_COVERAGE`,
+    `--allow-env=${WORKER_ENV.join(",")}`,
   ];
 }
 
@@ -364,7 +391,7 @@ export type EntryName = keyof EntryArgs;
  * What a probe under an entrypoint's flags finds granted
  * (`tests/probes/capabilities.ts`; `tests/permissions_test.ts` runs it for
  * every entry): read a project file, write `/tmp`, `dlopen` libc or another
- * library, run `git`, listen on TCP, read `HOME`, read `PATH`.
+ * library, run `git`, listen on TCP, read `HOME`, read a variable no entrypoint names.
  */
 export interface Grants {
   readonly readProject: boolean;
@@ -374,7 +401,7 @@ export interface Grants {
   readonly runGit: boolean;
   readonly net: boolean;
   readonly envHome: boolean;
-  readonly envPath: boolean;
+  readonly envOther: boolean;
 }
 
 /** One entrypoint. */
@@ -392,9 +419,16 @@ export interface Entrypoint<A> {
   readonly config: "repo" | "none";
   /**
    * The variables its spawner sets for it; {@linkcode entryCommand} refuses
-   * any other. The rest of the environment is inherited.
+   * any other.
    */
   readonly sets: readonly string[];
+  /**
+   * The variables {@linkcode entryCommand} copies into its environment from
+   * the spawner's, when set; nothing else of it is passed. `all`: the whole
+   * environment is inherited (the engine helpers: dockerd and docker-modem
+   * read `DOCKER_*` and the proxies).
+   */
+  readonly passes: readonly string[] | "all";
   /** What its flags grant, as the probe sees it. */
   readonly grants: Grants;
 }
@@ -407,7 +441,7 @@ const NONE: Grants = {
   runGit: false,
   net: false,
   envHome: false,
-  envPath: false,
+  envOther: false,
 };
 
 /** Every marsh entrypoint that runs on Deno. */
@@ -418,7 +452,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => cliFlags(a.home, a.branchSocket),
     config: "repo",
     sets: [],
-    grants: { ...NONE, runGit: true, envHome: true, envPath: true },
+    passes: "all",
+    grants: { ...NONE, runGit: true, envHome: true, envOther: true },
   },
   "cli-bundle": {
     module: "client/cli_bundle_main.ts",
@@ -426,6 +461,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => cliBundleFlags(a.root, a.dir, a.deno),
     config: "repo",
     sets: [],
+    passes: "all",
     grants: { ...NONE, readProject: true },
   },
   daemon: {
@@ -434,6 +470,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => daemonFlags(a.home, a.deno, BRANCH_SOCKET_SLOTS),
     config: "repo",
     sets: ["MARSH_HOME"],
+    passes: DAEMON_ENV,
     grants: { ...NONE, envHome: true },
   },
   splitfs: {
@@ -442,6 +479,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: () => splitfsFlags(),
     config: "repo",
     sets: [],
+    passes: [...RUNTIME_ENV, ...SPLITFS_ENV],
     grants: { ...NONE, ffiLibc: true, envHome: true },
   },
   worker: {
@@ -450,6 +488,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => workerFlags(a.home),
     config: "repo",
     sets: ["MARSH_HOME"],
+    passes: [...RUNTIME_ENV, ...WORKER_ENV],
     grants: NONE,
   },
   "kit-worker": {
@@ -458,7 +497,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitWorkerFlags(a.home, a.engine),
     config: "repo",
     sets: ["MARSH_HOME"],
-    grants: { ...NONE, envHome: true, envPath: true },
+    passes: [...RUNTIME_ENV, ...WORKER_ENV],
+    grants: { ...NONE, envHome: true, envOther: true },
   },
   engine: {
     module: "engine/engine_main.ts",
@@ -466,7 +506,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => engineFlags(a.home, a.execRoot, a.sockets),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, runGit: true, envHome: true, envPath: true },
+    passes: "all",
+    grants: { ...NONE, runGit: true, envHome: true, envOther: true },
   },
   "kit-build": {
     module: "engine/kit_build_main.ts",
@@ -474,7 +515,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitBuildFlags(a.socket),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, readProject: true, envHome: true, envPath: true },
+    passes: "all",
+    grants: { ...NONE, readProject: true, envHome: true, envOther: true },
   },
   "kit-check": {
     module: "engine/kit_check_main.ts",
@@ -482,7 +524,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => kitCheckFlags(a.socket, a.controlDir, a.home),
     config: "repo",
     sets: ["MARSH_HOME", "MARSH_DENO"],
-    grants: { ...NONE, envHome: true, envPath: true },
+    passes: "all",
+    grants: { ...NONE, envHome: true, envOther: true },
   },
   "job-client": {
     module: "job/main.ts",
@@ -490,7 +533,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: (a) => jobClientFlags(a.socket),
     config: "none",
     sets: [],
-    grants: { ...NONE, readProject: true, runGit: true, envHome: true, envPath: true },
+    passes: "all",
+    grants: { ...NONE, readProject: true, runGit: true, envHome: true, envOther: true },
   },
 };
 
@@ -548,10 +592,18 @@ export function entryCommand<K extends EntryName>(
   }
   const argv = [deno ?? denoPath(), ...entryArgv(name, flagArgs, args)];
   const full = wrapper === undefined ? argv : [...wrapper, "--", ...argv];
+  const passed: Record<string, string> = {};
+  if (entry.passes !== "all") {
+    for (const k of entry.passes) {
+      const v = Deno.env.get(k);
+      if (v !== undefined) passed[k] = v;
+    }
+  }
   return new Deno.Command(full[0]!, {
     ...rest,
     args: full.slice(1),
-    ...(env === undefined ? {} : { env: { ...env } }),
+    clearEnv: entry.passes !== "all",
+    env: { ...passed, ...env },
   });
 }
 

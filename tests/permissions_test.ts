@@ -117,7 +117,7 @@ Deno.test({
     assert.equal(got.net, "refused");
     // It reads the variables it names and no other.
     assert.equal(got.envHome, "granted");
-    assert.equal(got.envPath, "refused");
+    assert.equal(got.envOther, "refused");
   } finally {
     Deno.removeSync(home, { recursive: true });
   }

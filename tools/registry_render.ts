@@ -91,7 +91,7 @@ const GRANT_NAMES: { readonly [K in keyof Grants]: string } = {
   runGit: "run git",
   net: "TCP",
   envHome: "read HOME",
-  envPath: "read PATH",
+  envOther: "read any variable",
 };
 
 /** Shortens the socket slot lists so the table stays readable. */

@@ -36,7 +36,7 @@ const result = {
   runGit: attempt(() => new Deno.Command("git", { args: ["--version"] }).outputSync()),
   net: attempt(() => Deno.listen({ port: 0 }).close()),
   envHome: attempt(() => Deno.env.get("HOME")),
-  // A variable no entrypoint with a named --allow-env list reads.
-  envPath: attempt(() => Deno.env.get("PATH")),
+  // A variable no entrypoint names in an --allow-env list.
+  envOther: attempt(() => Deno.env.get("MARSH_PROBE_OTHER")),
 };
 console.log(JSON.stringify(result));

@@ -182,3 +182,29 @@ Deno.test({
     ]);
   }
 });
+
+Deno.test({
+  name: "the registry: a spawner may read every variable it hands its child",
+  permissions: "none",
+}, () => {
+  const home = "/state/marsh";
+  const envGrant = (name: EntryName): string[] | "all" => {
+    const entry = ENTRYPOINTS[name] as typeof ENTRYPOINTS[EntryName];
+    const flags = (entry.flags as (a: unknown) => string[])(sampleArgs(home)[name]);
+    if (flags.includes("--allow-env")) return "all";
+    return flags.filter((f) => f.startsWith("--allow-env=")).flatMap((f) => f.slice(12).split(","));
+  };
+  for (const name of Object.keys(ENTRYPOINTS) as EntryName[]) {
+    const entry = ENTRYPOINTS[name];
+    for (const by of entry.startedBy) {
+      if (!(by in ENTRYPOINTS)) continue;
+      const may = envGrant(by as EntryName);
+      if (may === "all") continue;
+      const needs = entry.passes === "all" ? ["(all of it)"] : entry.passes;
+      const missing = needs.filter((v) => !may.includes(v));
+      assert.deepEqual(missing, [], `${by} starts ${name} and may not read ${missing}`);
+    }
+  }
+  // The daemon may read what it is given, and is given what it may read.
+  assert.deepEqual(envGrant("daemon"), ENTRYPOINTS.daemon.passes);
+});

@@ -10,9 +10,11 @@
 
 /** The calls the stand-in Deno saw, each as its argument list. */
 export interface LauncherCalls {
+  /** Each call's arguments, in order. */
   readonly calls: string[][];
   /** The stand-in's path: what the launcher ran as Deno. */
   readonly deno: string;
+  /** What the launcher wrote on stderr. */
   readonly stderr: string;
 }
 

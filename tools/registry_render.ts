@@ -26,6 +26,7 @@ export const END = "END generated";
 
 /** A generated block is missing, doubled or out of order. */
 export class RegistryRenderError extends Error {
+  /** The error's name. */
   override name = "RegistryRenderError";
 }
 

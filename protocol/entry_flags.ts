@@ -38,9 +38,6 @@ export const RUNTIME_ENV = [
   "NO_COLOR",
 ] as const;
 
-/** The variables the split-filesystem service may read (see {@linkcode splitfsFlags}). */
-export const SPLITFS_ENV = ["HOME", "XDG_CONFIG_HOME"] as const;
-
 /** The variables the worker may read (see {@linkcode workerFlags}). */
 export const WORKER_ENV = [FORCE_SUBREAPER_ENV, "NODE_V8_COVERAGE"] as const;
 
@@ -48,7 +45,7 @@ export const WORKER_ENV = [FORCE_SUBREAPER_ENV, "NODE_V8_COVERAGE"] as const;
  * The daemon's environment, all of it: the control dir's location
  * (`controlDirPath`), the pinned Deno, the Docker engine it chooses at start
  * (`engineSocket`), its settings (`settingsFromEnv`, docs/guide.md,
- * "Settings"), and what it passes on to the service and the worker. The CLI
+ * "Settings"), and what it passes on to the worker. The CLI
  * starts it with these variables only, it may read no other, and its
  * children get their own lists from it (`passes` in `entrypoints.ts`).
  */
@@ -64,7 +61,6 @@ export const DAEMON_ENV: readonly string[] = [
     "MARSH_TEST_PAUSE_AT",
     "MARSH_FORKS",
     ...RUNTIME_ENV,
-    ...SPLITFS_ENV,
     ...WORKER_ENV,
   ]),
 ];
@@ -148,16 +144,17 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
 }
 
 /**
- * The split-filesystem service: libc through FFI, and the two variables that
- * locate the user's global Git excludes. Its file access goes through FFI, so
- * it needs no `--allow-read` or `--allow-write`.
+ * The split-filesystem service: libc through FFI, nothing else. Its file
+ * access goes through FFI, so it needs no `--allow-read` or `--allow-write`,
+ * and the variables that locate the user's global Git excludes (`HOME`,
+ * `XDG_CONFIG_HOME`) come in each request from the CLI's environment
+ * (`splitfs/ignore_rules.ts`), so it reads none of its own.
  */
 export function splitfsFlags(): string[] {
   return [
     "--no-prompt",
     "--quiet",
     `--allow-ffi=${LIBC_PATHS.join(",")}`,
-    `--allow-env=${SPLITFS_ENV.join(",")}`,
   ];
 }
 

@@ -29,7 +29,6 @@ import {
   kitCheckFlags,
   kitWorkerFlags,
   RUNTIME_ENV,
-  SPLITFS_ENV,
   splitfsFlags,
   WORKER_ENV,
   workerFlags,
@@ -197,8 +196,8 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     flags: () => splitfsFlags(),
     config: "repo",
     sets: [],
-    passes: [...RUNTIME_ENV, ...SPLITFS_ENV],
-    grants: { ...NONE, ffiLibc: true, envHome: true },
+    passes: RUNTIME_ENV,
+    grants: { ...NONE, ffiLibc: true },
   },
   worker: {
     module: "worker/main.ts",

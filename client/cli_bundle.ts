@@ -27,10 +27,12 @@
  * @module
  */
 
+import { denoToolCommand, entryModule } from "../protocol/entrypoints.ts";
+
 const repo = new URL("../", import.meta.url).pathname;
 
 /** The entry the bundle is made from. */
-export const CLI_ENTRY = `${repo}main.ts`;
+export const CLI_ENTRY = entryModule("cli");
 
 /** The state file's name in the bundle dir. */
 export const STATE_NAME = "current";
@@ -70,11 +72,13 @@ export interface BundleState {
 
 const dec = new TextDecoder();
 
-async function run(deno: string, args: string[]): Promise<Deno.CommandOutput> {
+async function run(
+  deno: string,
+  tool: "info" | "bundle",
+  args: string[],
+): Promise<Deno.CommandOutput> {
   try {
-    return await new Deno.Command(deno, {
-      args,
-      env: { DENO_NO_UPDATE_CHECK: "1" },
+    return await denoToolCommand(deno, tool, args, {
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -106,7 +110,7 @@ export interface BundleInputs {
  *   would escape (a backslash or a newline)
  */
 export async function bundleInputs(deno: string): Promise<BundleInputs> {
-  const out = await run(deno, ["info", "--json", `--config=${repo}deno.json`, CLI_ENTRY]);
+  const out = await run(deno, "info", ["--json", CLI_ENTRY]);
   if (!out.success) throw failed(deno, `info ${CLI_ENTRY}`, out);
   const info = JSON.parse(dec.decode(out.stdout)) as {
     modules: { specifier: string; error?: string }[];
@@ -270,10 +274,7 @@ export async function buildCliBundle(deno: string, dir: string): Promise<string>
 async function bundle(deno: string, out: string): Promise<void> {
   const tmp = `${out}.tmp-${Deno.pid}`;
   try {
-    const result = await run(deno, [
-      "bundle",
-      "--quiet",
-      `--config=${repo}deno.json`,
+    const result = await run(deno, "bundle", [
       "--code-splitting",
       `--outdir=${tmp}`,
       CLI_ENTRY,

@@ -1,7 +1,8 @@
 /**
  * `cli_bundle_main.ts --deno=DENO --dir=DIR`: bundles the host CLI into DIR
  * (`buildCliBundle`) and prints the bundle's path. The launcher (`./marsh`)
- * runs it when its bundle is missing or stale, with {@linkcode cliBundleFlags}.
+ * runs it when its bundle is missing or stale, with the `cli-bundle` flags of
+ * `protocol/entrypoints.ts`.
  * On failure it prints why on stderr and exits 1; the launcher then runs the
  * sources.
  *
@@ -9,20 +10,6 @@
  */
 
 import { buildCliBundle, CliBundleError } from "./cli_bundle.ts";
-
-/**
- * This entrypoint's permission flags (`./marsh` passes exactly these; the
- * bundle tests check that): read the repo and DIR, write DIR, run DENO.
- */
-export function cliBundleFlags(root: string, dir: string, deno: string): string[] {
-  return [
-    "--quiet",
-    "--no-prompt",
-    `--allow-read=${root},${dir}`,
-    `--allow-write=${dir}`,
-    `--allow-run=${deno}`,
-  ];
-}
 
 function arg(name: string): string {
   const prefix = `--${name}=`;

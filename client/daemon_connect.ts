@@ -31,7 +31,6 @@ import {
 } from "../protocol/daemon.ts";
 import { encodeFrame, FrameError, readFrames } from "../protocol/frame.ts";
 import {
-  BRANCH_SOCKET_SLOTS,
   checkOwned,
   ControlDirError,
   controlDirPath,
@@ -39,8 +38,7 @@ import {
   LOG_NAME,
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
-import { daemonFlags } from "../protocol/permissions.ts";
-import { denoPath } from "../splitfs/client.ts";
+import { denoPath, entryCommand } from "../protocol/entrypoints.ts";
 import { CliError } from "./cli_error.ts";
 
 /**
@@ -58,8 +56,6 @@ export const POLL_MS = 50;
 export const START_TIMEOUT_MS = 10_000;
 /** After a started daemon exits, how long another one (a concurrent start) may take to answer. */
 const AFTER_EXIT_GRACE_MS = 2_000;
-
-const repo = new URL("../", import.meta.url);
 
 /** The connection broke or carried a frame that is not the protocol's. */
 export class DaemonConnectionError extends Error {
@@ -314,13 +310,8 @@ export async function ensureDaemon(
  */
 async function startDaemon(sock: DaemonSocket): Promise<DaemonConnection> {
   const deno = denoPath();
-  const child = new Deno.Command(deno, {
-    args: [
-      "run",
-      ...daemonFlags(sock.home, deno, BRANCH_SOCKET_SLOTS),
-      `--config=${new URL("deno.json", repo).pathname}`,
-      new URL("daemon/main.ts", repo).pathname,
-    ],
+  const child = entryCommand("daemon", { home: sock.home, deno }, {
+    deno,
     env: { MARSH_HOME: sock.home },
     detached: true,
     stdin: "null",

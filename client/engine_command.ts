@@ -1,7 +1,7 @@
 /**
  * `marsh engine start|stop|status` and `marsh kit build`. The CLI has no
  * network permission, so the work that reaches a Docker socket runs in a
- * child entrypoint with its own flags (`engine/flags.ts`): this module
+ * child entrypoint with its own flags (`protocol/entrypoints.ts`): this module
  * checks the request, spawns the child, and relays its output.
  *
  * Needs `--allow-run` (the pinned Deno), `--allow-env`, and read on the
@@ -16,11 +16,9 @@
 
 import type { Command } from "commander";
 import { ControlDirError, controlDirPath } from "../protocol/control_dir.ts";
-import { denoPath } from "../splitfs/client.ts";
+import { denoPath, entryCommand, type EntrySpawn } from "../protocol/entrypoints.ts";
 import { CliError } from "./cli_error.ts";
 import type { CliIo } from "./io.ts";
-
-const repo = new URL("../", import.meta.url);
 
 /** What `marsh engine …` is asked to do. */
 export type EngineAction = "start" | "stop" | "status";
@@ -67,28 +65,18 @@ async function relay(child: Deno.ChildProcess, io: CliIo): Promise<number> {
   return status.code;
 }
 
-function spawnEntry(
-  entry: string,
-  flags: readonly string[],
-  args: readonly string[],
-  home: string,
-  io: CliIo,
-): Deno.ChildProcess {
+/** How both engine entrypoints are started: in the caller's cwd, output piped to {@linkcode relay}. */
+function relayed(home: string, args: readonly string[], io: CliIo): EntrySpawn {
   const deno = denoPath();
-  return new Deno.Command(deno, {
-    args: [
-      "run",
-      ...flags,
-      `--config=${new URL("deno.json", repo).pathname}`,
-      new URL(entry, repo).pathname,
-      ...args,
-    ],
+  return {
+    deno,
+    args,
     cwd: io.cwd(),
     env: { MARSH_HOME: home, MARSH_DENO: deno },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
-  }).spawn();
+  };
 }
 
 /**
@@ -109,9 +97,13 @@ export async function engineCommand(
   const args: string[] = [action];
   if (opts.json) args.push("--json");
   if (io.stderrIsTerminal) args.push("--progress");
-  const { engineFlags, engineSockets } = await import("../engine/flags.ts");
-  const flags = engineFlags(home, engineSockets(home, { get: (k) => env[k] }));
-  return await relay(spawnEntry("engine/engine_main.ts", flags, args, home, io), io);
+  const [{ engineSockets }, { enginePaths }] = await Promise.all([
+    import("../engine/flags.ts"),
+    import("../engine/engine_socket.ts"),
+  ]);
+  const sockets = engineSockets(home, { get: (k) => env[k] });
+  const flagArgs = { home, execRoot: enginePaths(home).execRoot, sockets };
+  return await relay(entryCommand("engine", flagArgs, relayed(home, args, io)).spawn(), io);
 }
 
 /**
@@ -146,10 +138,7 @@ export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise
   }
   const home = homeOf(io, who);
   const env = io.env();
-  const [{ kitBuildFlags }, { EngineError, engineSocket }] = await Promise.all([
-    import("../engine/flags.ts"),
-    import("../engine/engine_socket.ts"),
-  ]);
+  const { EngineError, engineSocket } = await import("../engine/engine_socket.ts");
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, home).path;
@@ -162,10 +151,7 @@ export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise
   for (const b of opts.bins) args.push(`--bin=${b}`);
   for (const f of opts.files) args.push(`--file=${f}`);
   args.push("--", opts.name);
-  return await relay(
-    spawnEntry("engine/kit_build_main.ts", kitBuildFlags(socket), args, home, io),
-    io,
-  );
+  return await relay(entryCommand("kit-build", { socket }, relayed(home, args, io)).spawn(), io);
 }
 
 const ENGINE_HELP = `

@@ -22,7 +22,7 @@
 import type { Command } from "commander";
 import type * as KitRules from "../journal/kits.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
-import { denoPath } from "../splitfs/client.ts";
+import { denoPath, entryCommand } from "../protocol/entrypoints.ts";
 import { CliError } from "./cli_error.ts";
 import {
   connectDaemon,
@@ -36,7 +36,6 @@ import type { CliIo } from "./io.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
-const repo = new URL("../", import.meta.url);
 
 /** `marsh kits add` as typed. */
 export interface KitsAddOptions {
@@ -90,10 +89,7 @@ async function rule<T>(who: string, fn: (rules: typeof KitRules) => T): Promise<
  */
 export const engineKitCheck: KitChecker = async (args, io) => {
   const env = io.env();
-  const [{ kitCheckFlags }, { EngineError, engineSocket }] = await Promise.all([
-    import("../engine/flags.ts"),
-    import("../engine/engine_socket.ts"),
-  ]);
+  const { EngineError, engineSocket } = await import("../engine/engine_socket.ts");
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, args.controlDir).path;
@@ -102,17 +98,16 @@ export const engineKitCheck: KitChecker = async (args, io) => {
     throw error;
   }
   const deno = denoPath();
-  const childArgs = [
-    "run",
-    ...kitCheckFlags(socket, args.controlDir, args.home),
-    `--config=${new URL("deno.json", repo).pathname}`,
-    new URL("engine/kit_check_main.ts", repo).pathname,
-    `--socket=${socket}`,
-    `--control-dir=${args.controlDir}`,
-  ];
+  const childArgs = [`--socket=${socket}`, `--control-dir=${args.controlDir}`];
   if (args.home !== undefined) childArgs.push(`--home=${args.home}`);
   childArgs.push("--", args.image);
-  const out = await new Deno.Command(deno, {
+  const flagArgs = {
+    socket,
+    controlDir: args.controlDir,
+    ...(args.home === undefined ? {} : { home: args.home }),
+  };
+  const out = await entryCommand("kit-check", flagArgs, {
+    deno,
     args: childArgs,
     cwd: "/",
     env: { MARSH_HOME: args.controlDir, MARSH_DENO: deno },

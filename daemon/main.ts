@@ -5,15 +5,18 @@
  * on the host socket and on per-branch sockets.
  *
  * Run in the foreground with `deno task daemon`; the CLI starts it detached
- * when none answers. Flags: `daemonFlags()` in protocol/permissions.ts.
+ * when none answers. Flags: the `daemon` entrypoint of protocol/entrypoints.ts.
  *
  * Settings (environment): `MARSH_HOME`, `MARSH_LEASE_MS`,
  * `MARSH_SPLIT_DEADLINE_MS`, `MARSH_CANCEL_GRACE_MS` (see docs/guide.md, "Settings").
+ * It may read no other variable than `DAEMON_ENV` of protocol/entrypoints.ts.
  *
  * @module
  */
 
-import { EngineError, engineSocket } from "../engine/private_engine.ts";
+// engine_socket.ts, not private_engine.ts: the daemon never talks to Docker,
+// and dockerode would want all of the environment (protocol/entrypoints.ts).
+import { EngineError, engineSocket } from "../engine/engine_socket.ts";
 import { sweepAttempts } from "./attempts.ts";
 import { Journal } from "../journal/journal.ts";
 import {

@@ -3,7 +3,8 @@
  * narrow permissions, sends launch and cancel frames, and routes each event
  * to the attempt it names.
  *
- * Needs `--allow-run=<deno>`.
+ * Needs `--allow-run=<deno>`. Its flags: the `worker` and `kit-worker`
+ * entrypoints of `protocol/entrypoints.ts`.
  *
  * @module
  */
@@ -18,9 +19,7 @@ import {
   type WorkerEvent,
   type WorkerRequest,
 } from "../protocol/worker.ts";
-import { denoPath } from "../splitfs/client.ts";
-import { workerFlags } from "../worker/flags.ts";
-import { kitWorkerFlags } from "../worker/kit_flags.ts";
+import { entryCommand } from "../protocol/entrypoints.ts";
 
 /** What a shell branch attempt runs with: the launch frame without its envelope. */
 export type LaunchSpec =
@@ -55,8 +54,6 @@ export interface KitAttemptEvents {
 /** What `marsh workers reset KIT` found in the engine. */
 export type KitResetResult = Omit<KitResetDoneEvent, "v" | "t" | "id">;
 
-const repo = new URL("../", import.meta.url);
-
 /** A running worker process. */
 export class WorkerLink {
   readonly #child: Deno.ChildProcess;
@@ -86,28 +83,25 @@ export class WorkerLink {
   /**
    * Starts the worker; `onLost` is called if it dies or speaks garbage.
    * With `engine` (a Docker engine's socket, `engineSocket` of
-   * `engine/private_engine.ts`) it runs with `kitWorkerFlags` and runs argv
-   * branches there too; without, `kit-launch` fails.
+   * `engine/private_engine.ts`) it runs as the `kit-worker` entrypoint of
+   * `protocol/entrypoints.ts` and runs argv branches there too; without,
+   * `kit-launch` fails.
    */
   static start(
     home: string,
     onLost: (why: string) => void,
     engine: string | null = null,
   ): WorkerLink {
-    const child = new Deno.Command(denoPath(), {
-      args: [
-        "run",
-        ...(engine === null ? workerFlags(home) : kitWorkerFlags(home, engine)),
-        `--config=${new URL("deno.json", repo).pathname}`,
-        new URL("worker/main.ts", repo).pathname,
-        // Its containers carry the control dir: `workers reset` touches this daemon's only.
-        ...(engine === null ? [] : [`--engine=${engine}`, `--owner=${home}`]),
-      ],
-      env: { MARSH_HOME: home },
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
+    const options: Deno.CommandOptions = { stdin: "piped", stdout: "piped", stderr: "inherit" };
+    const child =
+      (engine === null
+        ? entryCommand("worker", { home }, { ...options, env: { MARSH_HOME: home } })
+        : entryCommand("kit-worker", { home, engine }, {
+          ...options,
+          // Its containers carry the control dir: `workers reset` touches this daemon's only.
+          args: [`--engine=${engine}`, `--owner=${home}`],
+          env: { MARSH_HOME: home },
+        })).spawn();
     return new WorkerLink(child, onLost, engine);
   }
 

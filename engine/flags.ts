@@ -1,18 +1,17 @@
 /**
- * The Deno permission flags of the two engine entrypoints, in one place so
- * the CLI that spawns them and the permission tests agree (DESIGN.md §4).
- * The CLI itself gets no network: what needs the Docker socket runs here.
+ * The engine entrypoints' flags as the CLI needs them: the sockets `marsh
+ * engine` may reach, and `engineFlags` with the exec root filled in. The
+ * flags themselves are built in the entrypoint registry
+ * (`protocol/entrypoints.ts`); the CLI itself gets no network: what needs
+ * the Docker socket runs in these children.
  *
  * @module
  */
 
+import { engineFlags as registryEngineFlags } from "../protocol/entrypoints.ts";
 import { DEFAULT_SOCKET, EngineError, enginePaths, engineSocket } from "./engine_socket.ts";
 
-function checkPath(path: string, what: string): void {
-  if (!path.startsWith("/") || path.includes(",")) {
-    throw new TypeError(`${what} must be an absolute path without commas: ${path}`);
-  }
-}
+export { kitBuildFlags, kitCheckFlags } from "../protocol/entrypoints.ts";
 
 /**
  * The sockets `marsh engine status` may ask: the private engine's, the
@@ -35,88 +34,14 @@ export function engineSockets(
 }
 
 /**
- * `engine/engine_main.ts` (`marsh engine start|stop|status`):
+ * `engine/engine_main.ts`'s flags for control dir `home` and `sockets`
+ * (`engineFlags` of `protocol/entrypoints.ts`, which says why each grant).
  *
- * - `--allow-run`, unscoped: it starts dockerd and ps, and signals dockerd
- *   by pid, which Deno allows only with unscoped `--allow-run` (the CLI that
- *   spawns it holds that already; a process that may start dockerd as root
- *   holds root anyway);
- * - `--allow-env`: docker-modem enumerates the environment; the spawned
- *   dockerd inherits it;
- * - `--allow-sys=uid`: the control dir's owner check and the root check;
- * - read and write on the control dir (engine dir, log, pidfile, lock,
- *   config), the exec root (removed after a stop) and the sockets;
- * - `--allow-net=unix:` on the sockets only.
- *
- * No FFI, no other file.
+ * @throws {TypeError} when a path is not absolute or holds a comma
  */
 export function engineFlags(home: string, sockets: readonly string[]): string[] {
-  checkPath(home, "control dir");
-  for (const s of sockets) checkPath(s, "socket");
-  const paths = [home, enginePaths(home).execRoot, ...sockets];
-  return [
-    "--no-prompt",
-    "--quiet",
-    "--allow-run",
-    "--allow-env",
-    "--allow-sys=uid",
-    `--allow-read=${paths.join(",")}`,
-    `--allow-write=${paths.join(",")}`,
-    `--allow-net=${sockets.map((s) => `unix:${s}`).join(",")}`,
-  ];
-}
-
-/**
- * `engine/kit_build_main.ts` (`marsh kit build`):
- *
- * - `--allow-read`, unscoped: it copies arbitrary host programs, their
- *   libraries, busybox and `--file` sources into the image;
- * - write only on the engine's socket (Deno asks read and write on a Unix
- *   socket's path to connect); the image is assembled in memory;
- * - `--allow-net=unix:` on that socket only;
- * - `--allow-env`: PATH (to find programs) and docker-modem's enumeration.
- *
- * No `--allow-run` (libraries are found by reading ELF headers, not by
- * running `ldd`), no FFI, no other write.
- */
-export function kitBuildFlags(socket: string): string[] {
-  checkPath(socket, "socket");
-  return [
-    "--no-prompt",
-    "--quiet",
-    "--allow-read",
-    `--allow-write=${socket}`,
-    `--allow-net=unix:${socket}`,
-    "--allow-env",
-  ];
-}
-
-/**
- * `engine/kit_check_main.ts` (`marsh kits add`):
- *
- * - read on the engine's socket, the control dir (to compare a chosen
- *   home with it) and the chosen home, when there is one;
- * - write only on the engine's socket (Deno asks read and write on a
- *   Unix socket's path to connect);
- * - `--allow-net=unix:` on that socket only;
- * - `--allow-env`: docker-modem's enumeration.
- *
- * No `--allow-run`, no FFI, no other read or write.
- */
-export function kitCheckFlags(socket: string, controlDir: string, home?: string): string[] {
-  checkPath(socket, "socket");
-  checkPath(controlDir, "control dir");
-  const reads = [socket, controlDir];
-  if (home !== undefined) {
-    checkPath(home, "home");
-    reads.push(home);
+  if (!home.startsWith("/") || home.includes(",")) {
+    throw new TypeError(`control dir must be an absolute path without commas: ${home}`);
   }
-  return [
-    "--no-prompt",
-    "--quiet",
-    `--allow-read=${reads.join(",")}`,
-    `--allow-write=${socket}`,
-    `--allow-net=unix:${socket}`,
-    "--allow-env",
-  ];
+  return registryEngineFlags(home, enginePaths(home).execRoot, sockets);
 }

@@ -10,10 +10,10 @@
  * @module
  */
 
-const repo = new URL("../", import.meta.url).pathname;
+import { denoToolCommand, entryModule } from "../protocol/entrypoints.ts";
 
 /** The entry the bundle is made from. */
-export const JOB_CLIENT_ENTRY = `${repo}job/main.ts`;
+export const JOB_CLIENT_ENTRY = entryModule("job-client");
 
 /** `deno bundle` failed, or its output could not be put in place. */
 export class JobBundleError extends Error {
@@ -32,16 +32,7 @@ export async function bundleJobClient(deno: string, out: string): Promise<void> 
   const tmp = `${out}.tmp-${Deno.pid}`;
   let result: Deno.CommandOutput;
   try {
-    result = await new Deno.Command(deno, {
-      args: [
-        "bundle",
-        "--quiet",
-        `--config=${repo}deno.json`,
-        "-o",
-        tmp,
-        JOB_CLIENT_ENTRY,
-      ],
-      env: { DENO_NO_UPDATE_CHECK: "1" },
+    result = await denoToolCommand(deno, "bundle", ["-o", tmp, JOB_CLIENT_ENTRY], {
       stdin: "null",
       stdout: "piped",
       stderr: "piped",

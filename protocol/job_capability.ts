@@ -17,6 +17,8 @@
  * @module
  */
 
+import { jobClientFlags } from "./entrypoints.ts";
+
 /** Where the cap dir is bound in every Kit container. */
 export const CAP_TARGET = "/run/marsh";
 export const CAP_SOCKET = `${CAP_TARGET}/cap.sock`;
@@ -83,23 +85,10 @@ export function jobPath(imagePath: string | null): string {
 export const LINK_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 
 /**
- * The flags the in-job client runs with. Inside the container the client is
- * no boundary (the job can run anything it likes there): authority is the
- * daemon's, bound to the socket. So the grants are what the CLI needs: read
- * (job.json, the cwd), env, run (`join -- CMD`), the socket.
+ * The flags the in-job client runs with: the `job-client` entrypoint of
+ * `entrypoints.ts` on {@linkcode CAP_SOCKET} (which says why each grant).
  */
-export const JOB_CLIENT_FLAGS = [
-  "--quiet",
-  "--no-prompt",
-  "--no-config",
-  "--no-lock",
-  "--allow-read",
-  "--allow-env",
-  "--allow-run",
-  "--allow-sys=uid",
-  `--allow-write=${CAP_SOCKET}`,
-  `--allow-net=unix:${CAP_SOCKET}`,
-] as const;
+export const JOB_CLIENT_FLAGS: readonly string[] = jobClientFlags(CAP_SOCKET);
 
 /**
  * `bin/NAME`: a two-line `#!/bin/sh` stub. The kernel gives the stub's path,

@@ -15,7 +15,7 @@
 
 import { Buffer } from "node:buffer";
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
-import { splitfsFlags } from "../protocol/permissions.ts";
+import { denoPath, entryCommand } from "../protocol/entrypoints.ts";
 import {
   type ErrorReply,
   parseSplitfsReply,
@@ -32,12 +32,8 @@ export class SplitfsError extends Error {
   }
 }
 
-/** The Deno executable to start services with: the launcher's pinned one. */
-export function denoPath(): string {
-  return Deno.env.get("MARSH_DENO") ?? Deno.execPath();
-}
-
-const repo = new URL("../", import.meta.url);
+/** The Deno executable to start services with (re-exported for the modules that start the service). */
+export { denoPath };
 
 /** Final replies: everything but streamed output, progress and errors. */
 export type FinalReply = Exclude<SplitfsReply, { t: "chunk" } | { t: "progress" } | { t: "error" }>;
@@ -136,22 +132,16 @@ export class SplitfsService implements AsyncDisposable {
     if (interval !== undefined && (!Number.isSafeInteger(interval) || interval < 0)) {
       throw new RangeError(`invalid progress interval: ${interval}`);
     }
-    const service = [
-      denoPath(),
-      "run",
-      ...splitfsFlags(),
-      `--config=${new URL("deno.json", repo).pathname}`,
-      new URL("splitfs/main.ts", repo).pathname,
-      ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
-      // It dies with this process (SIGKILL on its parent's exit). `unshare`
-      // execs, so its parent is this process either way; the spawn runs on
-      // the JS thread, which lives as long as the process does.
-      `--parent=${Deno.pid}`,
-      ...(options.home === undefined ? [] : [`--home=${options.home}`]),
-    ];
-    const argv = options.userNamespace ? [UNSHARE, ...UNSHARE_ARGS, "--", ...service] : service;
-    const child = new Deno.Command(argv[0]!, {
-      args: argv.slice(1),
+    const child = entryCommand("splitfs", {}, {
+      args: [
+        ...(interval === undefined ? [] : [`--progress-ms=${interval}`]),
+        // It dies with this process (SIGKILL on its parent's exit). `unshare`
+        // execs, so its parent is this process either way; the spawn runs on
+        // the JS thread, which lives as long as the process does.
+        `--parent=${Deno.pid}`,
+        ...(options.home === undefined ? [] : [`--home=${options.home}`]),
+      ],
+      ...(options.userNamespace ? { wrapper: [UNSHARE, ...UNSHARE_ARGS] } : {}),
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",

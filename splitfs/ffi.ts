@@ -10,7 +10,7 @@
  * @module
  */
 
-import { LIBC_PATHS } from "../protocol/permissions.ts";
+import { LIBC_PATHS } from "../protocol/entrypoints.ts";
 
 /** Where glibc lives on the Linux hosts marsh supports. */
 export const LIBC_CANDIDATES = LIBC_PATHS;

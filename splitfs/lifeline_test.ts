@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { splitfsFlags } from "../protocol/permissions.ts";
+import { splitfsFlags } from "../protocol/entrypoints.ts";
 import { denoPath, UNSHARE } from "./client.ts";
 
 // The real service, started by a bash that the test then kills with SIGKILL.

@@ -3,8 +3,8 @@
  * frames on stdin and answers on stdout (protocol/splitfs.ts), one request
  * at a time, until stdin closes.
  *
- * Run as: `deno run --allow-ffi=<libc> --allow-env=HOME,XDG_CONFIG_HOME splitfs/main.ts`
- * (`--progress-ms=N` sets the least interval between `progress` replies;
+ * Run as the `splitfs` entrypoint of protocol/entrypoints.ts:
+ * `deno run --allow-ffi=<libc> splitfs/main.ts` (`--progress-ms=N` sets the least interval between `progress` replies;
  * default 250). `--parent=PID`: the pid of the process that starts it; the
  * service dies with it (splitfs/lifeline.ts). `--home=DIR`: the daemon's
  * control dir, written with the parent's pid into each project lock it takes

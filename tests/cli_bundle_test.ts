@@ -5,7 +5,8 @@
  * sources run when no bundle dir can be had or bundling fails.
  */
 import assert from "node:assert/strict";
-import { cliBundleFlags } from "../client/cli_bundle_main.ts";
+import { cliBundleFlags } from "../protocol/entrypoints.ts";
+import { launcherCalls } from "./_launcher.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
@@ -190,17 +191,22 @@ Deno.test({
 
 Deno.test({
   name: "the launcher passes the bundler exactly its flags",
-  permissions: { read: [`${root}marsh`] },
-}, () => {
-  const launcher = Deno.readTextFileSync(`${root}marsh`).replaceAll("\\\n", " ").replace(
-    / +/g,
-    " ",
-  );
-  const flags = cliBundleFlags("$root", "$1", "$deno").map((f) =>
-    f.replace("=$root,$1", '="$root,$1"').replace("=$1", '="$1"').replace("=$deno", '="$deno"')
-  );
-  assert.ok(
-    launcher.includes(`"$deno" run ${flags.join(" ")} --config="$root/deno.json"`),
-    `launcher lacks ${flags.join(" ")}`,
-  );
+  permissions,
+}, async () => {
+  // A copy: the bundler's failure is recorded in the copy's bundle dir.
+  await using copy = await checkoutCopy();
+  const got = await launcherCalls(`${copy.dir}/marsh`, ["--version"], {
+    MARSH_HOME: copy.home,
+    MARSH_CLI_BUNDLE: "1",
+  });
+  const dir = `${copy.dir}/.deno/cli`;
+  const flags = cliBundleFlags(copy.dir, dir, got.deno);
+  assert.deepEqual(got.calls[0], [
+    "run",
+    ...flags,
+    `--config=${copy.dir}/deno.json`,
+    `${copy.dir}/client/cli_bundle_main.ts`,
+    `--deno=${got.deno}`,
+    `--dir=${dir}`,
+  ], got.stderr);
 });

@@ -1,19 +1,31 @@
 /**
- * Each entrypoint runs with the narrowest flags that work (DESIGN.md §4):
- * a probe under each entrypoint's exact flags shows what is refused.
+ * Each entrypoint runs with the narrowest flags that work (docs/architecture.md,
+ * "Permissions"): a probe under each entrypoint's exact flags shows what is
+ * refused, for every entry of the registry (protocol/entrypoints.ts), and the
+ * launchers pass exactly the registry's flags.
  */
 import assert from "node:assert/strict";
-import { cliFlags, daemonFlags, splitfsFlags } from "../protocol/permissions.ts";
+import {
+  cliFlags,
+  daemonFlags,
+  type EntryArgs,
+  entryArgv,
+  type EntryName,
+  ENTRYPOINTS,
+  REPO_CONFIG,
+  splitfsFlags,
+} from "../protocol/entrypoints.ts";
+import { launcherCalls } from "./_launcher.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
 
-async function probe(flags: string[]): Promise<Record<string, string>> {
+async function probe(flags: string[], config = true): Promise<Record<string, string>> {
   const out = await new Deno.Command(deno, {
     args: [
       "run",
       ...flags,
-      `--config=${root}deno.json`,
+      ...(config ? [`--config=${root}deno.json`] : []),
       `${root}tests/probes/capabilities.ts`,
       `${root}README.md`,
     ],
@@ -46,32 +58,36 @@ Deno.test({
   }
 });
 
-Deno.test({ name: "the launcher passes exactly the CLI's flags", permissions: perms }, () => {
-  const launcher = Deno.readTextFileSync(`${root}marsh`);
-  const scoped = (f: string) => /^--allow-(net|read|write)=/.test(f);
-  for (const flag of cliFlags("$home").filter((f) => !scoped(f))) {
-    const shown = flag.replace("$home", '"$home"');
-    assert.ok(launcher.includes(shown), `launcher lacks ${shown}`);
+Deno.test({ name: "the launcher passes exactly the CLI's flags", permissions: perms }, async () => {
+  const home = Deno.makeTempDirSync({ prefix: "marsh-home-" });
+  try {
+    const env = { MARSH_HOME: home, MARSH_CLI_BUNDLE: "0" };
+    const plain = await launcherCalls(`${root}marsh`, ["--version"], env);
+    assert.deepEqual(plain.calls, [entryArgv("cli", { home }, ["--version"])], plain.stderr);
+    const sock = `${home}/b/03.sock`;
+    const inBranch = await launcherCalls(`${root}marsh`, ["status"], { ...env, MARSH_SOCK: sock });
+    assert.deepEqual(
+      inBranch.calls,
+      [entryArgv("cli", { home, branchSocket: sock }, ["status"])],
+      inBranch.stderr,
+    );
+  } finally {
+    Deno.removeSync(home, { recursive: true });
   }
-  assert.deepEqual(
-    cliFlags("$home", "$MARSH_SOCK").filter(scoped),
-    [
-      "--allow-read=$home,$MARSH_SOCK",
-      "--allow-write=$home,$MARSH_SOCK",
-      "--allow-net=unix:$home/marshd.sock,unix:$MARSH_SOCK",
-    ],
-  );
-  assert.ok(launcher.includes('--allow-net="$sockets"'));
-  assert.ok(launcher.includes('sockets="unix:$home/marshd.sock"'));
-  assert.ok(launcher.includes('sockets="$sockets,unix:$MARSH_SOCK"'));
-  assert.ok(launcher.includes('--allow-read="$paths" --allow-write="$paths"'));
-  assert.ok(launcher.includes('paths="$home"'));
-  assert.ok(launcher.includes('paths="$paths,$MARSH_SOCK"'));
-  assert.ok(
-    !/--allow-(all|ffi)|--allow-sys(?!=uid\s)|\s-A\s/.test(launcher),
-    "launcher grants more than the CLI needs",
-  );
 });
+
+Deno.test(
+  { name: "bin/marshd passes exactly the daemon's flags", permissions: perms },
+  async () => {
+    const home = Deno.makeTempDirSync({ prefix: "marsh-home-" });
+    try {
+      const got = await launcherCalls(`${root}bin/marshd`, [], { MARSH_HOME: home });
+      assert.deepEqual(got.calls, [entryArgv("daemon", { home, deno: got.deno })], got.stderr);
+    } finally {
+      Deno.removeSync(home, { recursive: true });
+    }
+  },
+);
 
 Deno.test({
   name: "the split-filesystem service may load libc and nothing else",
@@ -99,7 +115,96 @@ Deno.test({
     assert.equal(got.writeTmp, "refused");
     assert.equal(got.runGit, "refused");
     assert.equal(got.net, "refused");
+    // It reads the variables it names and no other.
+    assert.equal(got.envHome, "granted");
+    assert.equal(got.envOther, "refused");
   } finally {
     Deno.removeSync(home, { recursive: true });
   }
+});
+
+/** Arguments for every entry's flags, in a control dir `home` of the test's own. */
+function sampleArgs(home: string): { readonly [K in EntryName]: EntryArgs[K] } {
+  const socket = `${home}/engine.sock`;
+  return {
+    cli: { home },
+    "cli-bundle": { root: root.replace(/\/$/, ""), dir: home, deno },
+    daemon: { home, deno },
+    splitfs: {},
+    worker: { home },
+    "kit-worker": { home, engine: socket },
+    engine: { home, execRoot: `${home}/exec`, sockets: [socket] },
+    "kit-build": { socket },
+    "kit-check": { socket, controlDir: home },
+    "job-client": { socket: `${home}/cap.sock` },
+  };
+}
+
+Deno.test({
+  name: "every entrypoint's probe finds granted what the registry says, and nothing more",
+  permissions: perms,
+}, async () => {
+  const home = Deno.makeTempDirSync({ prefix: "marsh-home-" });
+  try {
+    const samples = sampleArgs(home);
+    for (const name of Object.keys(ENTRYPOINTS) as EntryName[]) {
+      const entry = ENTRYPOINTS[name] as typeof ENTRYPOINTS[EntryName];
+      const flags = (entry.flags as (a: unknown) => string[])(samples[name]);
+      const got = await probe(flags, entry.config === "repo");
+      const want = Object.fromEntries(
+        Object.entries(entry.grants).map(([k, v]) => [k, v ? "granted" : "refused"]),
+      );
+      assert.deepEqual(got, want, `${name}: ${flags.join(" ")}`);
+    }
+  } finally {
+    Deno.removeSync(home, { recursive: true });
+  }
+});
+
+Deno.test({
+  name: "the registry: every module exists, no flag grants everything, and each spawn is checked",
+  permissions: { read: true },
+}, () => {
+  const home = "/state/marsh";
+  for (const name of Object.keys(ENTRYPOINTS) as EntryName[]) {
+    const entry = ENTRYPOINTS[name] as typeof ENTRYPOINTS[EntryName];
+    assert.ok(Deno.statSync(`${root}${entry.module}`).isFile, `${name}: ${entry.module}`);
+    const flags = (entry.flags as (a: unknown) => string[])(sampleArgs(home)[name]);
+    assert.ok(!flags.some((f) => /^(-A|--allow-all|--allow-ffi)$/.test(f)), `${name}: ${flags}`);
+    assert.ok(flags.includes("--no-prompt") && flags.includes("--quiet"), name);
+    const argv = entryArgv(name, sampleArgs(home)[name] as never, ["x"]);
+    assert.deepEqual(argv, [
+      "run",
+      ...flags,
+      ...(entry.config === "repo" ? [`--config=${REPO_CONFIG}`] : []),
+      `${root}${entry.module}`,
+      "x",
+    ]);
+  }
+});
+
+Deno.test({
+  name: "the registry: a spawner may read every variable it hands its child",
+  permissions: "none",
+}, () => {
+  const home = "/state/marsh";
+  const envGrant = (name: EntryName): string[] | "all" => {
+    const entry = ENTRYPOINTS[name] as typeof ENTRYPOINTS[EntryName];
+    const flags = (entry.flags as (a: unknown) => string[])(sampleArgs(home)[name]);
+    if (flags.includes("--allow-env")) return "all";
+    return flags.filter((f) => f.startsWith("--allow-env=")).flatMap((f) => f.slice(12).split(","));
+  };
+  for (const name of Object.keys(ENTRYPOINTS) as EntryName[]) {
+    const entry = ENTRYPOINTS[name];
+    for (const by of entry.startedBy) {
+      if (!(by in ENTRYPOINTS)) continue;
+      const may = envGrant(by as EntryName);
+      if (may === "all") continue;
+      const needs = entry.passes === "all" ? ["(all of it)"] : entry.passes;
+      const missing = needs.filter((v) => !may.includes(v));
+      assert.deepEqual(missing, [], `${by} starts ${name} and may not read ${missing}`);
+    }
+  }
+  // The daemon may read what it is given, and is given what it may read.
+  assert.deepEqual(envGrant("daemon"), ENTRYPOINTS.daemon.passes);
 });

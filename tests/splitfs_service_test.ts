@@ -14,7 +14,7 @@ import type {
 } from "../protocol/splitfs.ts";
 import type { RenderBranchSpec } from "../protocol/splitfs_out.ts";
 import { denoPath, SplitfsError, SplitfsService } from "../splitfs/client.ts";
-import { splitfsFlags } from "../protocol/permissions.ts";
+import { splitfsFlags } from "../protocol/entrypoints.ts";
 import {
   exists,
   fingerprint,

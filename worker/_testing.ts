@@ -8,7 +8,7 @@
 
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import { type LaunchRequest, parseWorkerEvent, type ShellWorkerEvent } from "../protocol/worker.ts";
-import { FORCE_SUBREAPER_ENV, workerFlags } from "./flags.ts";
+import { FORCE_SUBREAPER_ENV, workerFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 

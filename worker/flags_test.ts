@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { denoPath, sandbox } from "./_testing.ts";
-import { workerFlags } from "./flags.ts";
+import { workerFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const perms: Deno.PermissionOptions = { run: true, read: true, write: true, env: true };

@@ -33,7 +33,7 @@ import {
 import { alternateOf } from "../protocol/fork_view.ts";
 import type { KitCap, KitLaunch, KitSpec } from "../protocol/kit_launch.ts";
 import { imagePath, jobJson, kitCommand, kitEnv, kitLabels } from "./kit_container.ts";
-import { kitWorkerFlags } from "./kit_flags.ts";
+import { kitWorkerFlags } from "../protocol/entrypoints.ts";
 import { denoPath } from "./_testing.ts";
 
 const root = new URL("../", import.meta.url).pathname;

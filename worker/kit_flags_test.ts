@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { denoPath, sandbox } from "./_testing.ts";
-import { kitWorkerFlags } from "./kit_flags.ts";
+import { kitWorkerFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 

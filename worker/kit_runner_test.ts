@@ -12,8 +12,8 @@ import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import { parseWorkerEvent, type WorkerEvent } from "../protocol/worker.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { ensureEngine, fixtureKit, listContainers, removeContainers } from "../tests/_engine.ts";
-import { workerFlags } from "./flags.ts";
-import { kitWorkerFlags } from "./kit_flags.ts";
+import { workerFlags } from "../protocol/entrypoints.ts";
+import { kitWorkerFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 const perms: Deno.PermissionOptions = { read: true, write: true, run: true, env: true };

@@ -4,7 +4,7 @@
  * stdin; then it cancels every attempt, waits until all have ended and
  * exits 0. A malformed frame gets an `error` event and is skipped.
  *
- * Run as (exactly `workerFlags` of `worker/flags.ts`):
+ * Run as (exactly `workerFlags` of `protocol/entrypoints.ts`):
  *
  * ```sh
  * deno run --no-prompt --quiet --allow-run=perl --allow-write=<control dir> \
@@ -13,7 +13,7 @@
  *
  * With `--engine=SOCKET` it also runs argv branches as Kit containers
  * (`kit-launch`, `kit-reset`) on the Docker engine at `SOCKET`, and must
- * then run with `kitWorkerFlags` of `worker/kit_flags.ts` instead; the Kit
+ * then run with `kitWorkerFlags` of `protocol/entrypoints.ts` instead; the Kit
  * half (and `npm:dockerode`, which reads the environment as it loads) is
  * loaded only then. Without it, a `kit-launch` fails with an `error`.
  *
@@ -32,7 +32,7 @@ import {
   parseWorkerRequest,
   type WorkerEvent,
 } from "../protocol/worker.ts";
-import { FORCE_SUBREAPER_ENV } from "./flags.ts";
+import { FORCE_SUBREAPER_ENV } from "../protocol/entrypoints.ts";
 import { readFrameItems } from "./frame_reader.ts";
 import type { KitRunner } from "./kit_runner.ts";
 import { BranchRunner } from "./runner.ts";

@@ -5,7 +5,7 @@
  * @module
  */
 
-import { LIBC_PATHS } from "../../protocol/permissions.ts";
+import { LIBC_PATHS } from "../../protocol/entrypoints.ts";
 
 function attempt(fn: () => unknown): "granted" | "refused" | "failed" {
   try {
@@ -36,5 +36,7 @@ const result = {
   runGit: attempt(() => new Deno.Command("git", { args: ["--version"] }).outputSync()),
   net: attempt(() => Deno.listen({ port: 0 }).close()),
   envHome: attempt(() => Deno.env.get("HOME")),
+  // A variable no entrypoint names in an --allow-env list.
+  envOther: attempt(() => Deno.env.get("MARSH_PROBE_OTHER")),
 };
 console.log(JSON.stringify(result));

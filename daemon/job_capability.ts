@@ -15,11 +15,11 @@ import {
   CAP_FILES,
   CAP_SOCKET,
   type JobJson,
-  LINK_NAME,
   linkScript,
   stubScript,
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
+import { isLinkName } from "../model/kit_name.ts";
 import { POOL_SIZE } from "./pool.ts";
 import { MAX_BRANCHES, MAX_DEPTH } from "./limits.ts";
 
@@ -33,7 +33,7 @@ export function jobJsonBase(
   registered: readonly string[],
   env: readonly string[],
 ): JobJsonBase {
-  const names = [...new Set(registered)].filter((n) => LINK_NAME.test(n) && n !== "marsh").sort();
+  const names = [...new Set(registered)].filter((n) => isLinkName(n) && n !== "marsh").sort();
   return {
     version: 1,
     job,

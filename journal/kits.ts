@@ -9,7 +9,7 @@
  * @module
  */
 
-import { kitNameProblem } from "../model/kit_name.ts";
+import { kitCommandProblem } from "../model/kit_name.ts";
 import { KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
@@ -33,8 +33,6 @@ export interface KitRecord {
   readonly createdMs: number;
 }
 
-/** Names a Kit may not take: they would shadow marsh itself or the shells (spec 004 §4). */
-export const RESERVED_KIT_NAMES: readonly string[] = ["marsh", "bash", "sh", "env"];
 /** `--network` when none is given (DESIGN.md §8). */
 export const DEFAULT_KIT_NETWORK = "none";
 /** An engine network's name (Docker's rule). */
@@ -64,20 +62,14 @@ export class KitRuleError extends TypeError {
 }
 
 /**
- * Checks a Kit command name: the Kit-name rule (`model/kit_name.ts`), and none of
- * {@linkcode RESERVED_KIT_NAMES}.
+ * Checks a Kit command name: the Kit-name rule and none of
+ * `RESERVED_KIT_NAMES` (`kitCommandProblem` of `model/kit_name.ts`).
  *
  * @throws {KitRuleError} naming the rule
  */
 export function checkKitName(name: string): void {
-  const problem = kitNameProblem(name);
+  const problem = kitCommandProblem(name);
   if (problem !== null) throw new KitRuleError(problem);
-  if (RESERVED_KIT_NAMES.includes(name)) {
-    throw new KitRuleError(
-      `invalid kit name ${JSON.stringify(name)}: it would shadow ${name}; ` +
-        `${RESERVED_KIT_NAMES.join(", ")} are reserved`,
-    );
-  }
 }
 
 /** @throws {KitRuleError} unless `network` is `none`, `host` or an engine network's name */

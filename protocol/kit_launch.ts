@@ -7,7 +7,8 @@
  * @module
  */
 
-import { CAP_SOCKET, type JobJson, LINK_NAME } from "./job_capability.ts";
+import { isLinkName, KIT_NAME_RULE } from "../model/kit_name.ts";
+import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
 /** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
@@ -23,11 +24,6 @@ export const MAX_ENV_BYTES = 1024 * 1024;
 export const MAX_OBJECT_DIRS = 16;
 /** Longest job, split or label id carried into a container label. */
 export const MAX_ID_BYTES = 256;
-/**
- * Kit names, as `marsh kit build` accepts them (`KIT_NAME_RULE` in
- * `engine/kit_build.ts`; repeated here so the contract imports no engine code).
- */
-export const KIT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 /** A variable name the kit may pass through. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 /** Most names in a capability's `spawn` and `registered` lists. */
@@ -209,7 +205,7 @@ function stringList(v: unknown, what: string, maxItems: number, maxBytes: number
 function parseKit(v: unknown): KitSpec {
   if (!isObject(v)) fail("kit must be an object");
   const name = str(v, "name", 63, "kit.");
-  if (!KIT_NAME.test(name)) fail(`kit.name must match ${KIT_NAME.source}`);
+  if (!KIT_NAME_RULE.test(name)) fail(`kit.name must match ${KIT_NAME_RULE.source}`);
   const entrypoint = v.entrypoint === null
     ? null
     : stringList(v.entrypoint, "kit.entrypoint", 64, 64 * 1024);
@@ -260,8 +256,8 @@ function parseEnv(v: unknown, what = "env"): Record<string, string> {
 function nameList(v: unknown, what: string): string[] {
   const names = stringList(v, what, MAX_LINK_NAMES, MAX_LINK_NAMES * 64);
   for (const n of names) {
-    if (!LINK_NAME.test(n)) {
-      fail(`${what} name ${JSON.stringify(n)} must match ${LINK_NAME.source}`);
+    if (!isLinkName(n)) {
+      fail(`${what} name ${JSON.stringify(n)} must match ${KIT_NAME_RULE.source}`);
     }
   }
   if (new Set(names).size !== names.length) fail(`${what} names a command twice`);
@@ -276,7 +272,7 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
   if ("path" in v) fail("cap.job.path is the worker's to set");
   const job = str(v, "job", MAX_ID_BYTES, "cap.job.");
   const name = str(v, "name", 63, "cap.job.");
-  if (!LINK_NAME.test(name)) fail(`cap.job.name must match ${LINK_NAME.source}`);
+  if (!isLinkName(name)) fail(`cap.job.name must match ${KIT_NAME_RULE.source}`);
   const spawn = nameList(v.spawn, "cap.job.spawn");
   const registered = nameList(v.registered, "cap.job.registered");
   if (v.socket !== CAP_SOCKET) fail(`cap.job.socket must be ${CAP_SOCKET}`);

@@ -38,14 +38,9 @@
  * @module
  */
 
-import {
-  isCleanAbsolute,
-  isWithin,
-  KIT_NAME,
-  type KitLaunch,
-  parseKitLaunch,
-} from "./kit_launch.ts";
+import { isCleanAbsolute, isWithin, type KitLaunch, parseKitLaunch } from "./kit_launch.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
+import { KIT_NAME_RULE } from "../model/kit_name.ts";
 
 // Part of the worker's frame contract: its importers need not know the leaf.
 export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
@@ -507,8 +502,8 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
     case "kit-reset": {
       const id = text(x, "id", 128);
       const kit = x.kit;
-      if (typeof kit !== "string" || !KIT_NAME.test(kit)) {
-        fail(x, `kit must match ${KIT_NAME.source}`);
+      if (typeof kit !== "string" || !KIT_NAME_RULE.test(kit)) {
+        fail(x, `kit must match ${KIT_NAME_RULE.source}`);
       }
       return { v: 1, t: "kit-reset", id, kit };
     }

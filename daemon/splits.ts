@@ -25,7 +25,7 @@ import type {
 } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
 import { labelProblem } from "../model/layout.ts";
-import { filterEnv } from "../worker/env_filter.ts";
+import { filterEnv } from "../model/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { creatorOf, mayView, sameCreator } from "./creator.ts";
 import {
@@ -47,7 +47,8 @@ import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
-import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
+import { isWithin, type KitCap } from "../protocol/kit_launch.ts";
+import { isReservedEnvName } from "../model/env_name.ts";
 import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "./limits.ts";
 import { RequestError } from "./request_error.ts";
 

@@ -10,7 +10,7 @@
  */
 
 import { kitCommandProblem } from "../model/kit_name.ts";
-import { KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
+import { isEnvName, KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../model/env_name.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
@@ -41,8 +41,6 @@ export const KIT_NETWORK_RULE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
 export const DEFAULT_WALL_S = 3600;
 /** The longest `--wall`: one day. */
 export const MAX_WALL_S = 86_400;
-/** A variable name `--env` may pass. */
-export const ENV_NAME_RULE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** At most this many `--env` names per Kit. */
 export const MAX_KIT_ENV = 64;
 /** At most this many entrypoint words, each at most {@linkcode MAX_WORD} characters. */
@@ -87,7 +85,7 @@ export function checkKitNetwork(network: string): void {
  *   and `DOCKER_*`, and neither `HOME` nor `PATH` (the worker sets those)
  */
 export function checkKitEnvName(name: string): void {
-  if (!ENV_NAME_RULE.test(name)) {
+  if (!isEnvName(name)) {
     throw new KitRuleError(
       `invalid --env ${JSON.stringify(name)}: give a variable's name ` +
         "(letters, digits and '_', not starting with a digit), not NAME=VALUE",

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { isEnvEntryName, isEnvName } from "../model/env_name.ts";
 import { isLinkName, KIT_NAME_RULE } from "../model/kit_name.ts";
 import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
@@ -24,41 +25,12 @@ export const MAX_ENV_BYTES = 1024 * 1024;
 export const MAX_OBJECT_DIRS = 16;
 /** Longest job, split or label id carried into a container label. */
 export const MAX_ID_BYTES = 256;
-/** A variable name the kit may pass through. */
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 /** Most names in a capability's `spawn` and `registered` lists. */
 export const MAX_LINK_NAMES = 4096;
 /** A `job.json` env digest: HMAC-SHA256 hex, or `""` (set by Docker, never forwarded). */
 export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
 /** Docker network names (`none`, `bridge`, or a user-defined network). */
 export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
-/**
- * marsh's and the engine's own variables: never passed to a branch or a
- * Kit (spec 000 §2). The one list the shell branches' filter
- * (`worker/env_filter.ts`), the Kit registry (`journal/kits.ts`) and the
- * worker's Kit launch all use.
- */
-export const RESERVED_ENV_PREFIXES = ["MARSH_", "DOCKER_"] as const;
-
-/**
- * Variables a Kit's container gets from marsh, never from the caller: its
- * `HOME`, and the image's own `PATH` (spec 004 §4 puts `/run/marsh/bin` in
- * front of it).
- */
-export const KIT_SET_ENV_NAMES = ["HOME", "PATH"] as const;
-
-/**
- * Names a kit's `env` list never passes from the caller, compared
- * case-insensitively: {@linkcode KIT_SET_ENV_NAMES} and
- * {@linkcode RESERVED_ENV_PREFIXES} (`MARSH_JOB` and `MARSH_ENTRY`, which
- * the worker sets, among them). The registry refuses the same names.
- */
-export function isReservedEnvName(name: string): boolean {
-  const upper = name.toUpperCase();
-  return (KIT_SET_ENV_NAMES as readonly string[]).includes(upper) ||
-    RESERVED_ENV_PREFIXES.some((p) => upper.startsWith(p));
-}
 
 /** A registered Kit command as the worker needs it. */
 export interface KitSpec {
@@ -75,7 +47,7 @@ export interface KitSpec {
   readonly entrypoint: readonly string[] | null;
   /** Docker network mode: `none` unless the kit says otherwise (DESIGN.md §8). */
   readonly network: string;
-  /** Names passed from the caller's env, when the caller has them ({@linkcode isReservedEnvName} never). */
+  /** Names passed from the caller's env, when the caller has them (`isReservedEnvName` of `model/env_name.ts` never). */
   readonly env: readonly string[];
   /** Wall clock in seconds, from the container's start. */
   readonly wallS: number;
@@ -215,7 +187,7 @@ function parseKit(v: unknown): KitSpec {
   for (const n of env) {
     // A reserved name is not refused here (the registry decides what it
     // accepts); the worker just never passes one.
-    if (!ENV_NAME.test(n)) fail(`kit.env name ${JSON.stringify(n)} is not a variable name`);
+    if (!isEnvName(n)) fail(`kit.env name ${JSON.stringify(n)} is not a variable name`);
   }
   const wallS = v.wallS;
   if (
@@ -240,7 +212,7 @@ function parseEnv(v: unknown, what = "env"): Record<string, string> {
   let entries = 0, total = 0;
   for (const [name, value] of Object.entries(v)) {
     if (++entries > MAX_ENV_ENTRIES) fail(`${what} has more than ${MAX_ENV_ENTRIES} entries`);
-    if (name === "" || name.includes("=") || name.includes("\0")) {
+    if (!isEnvEntryName(name)) {
       fail(`${what} name ${JSON.stringify(name)} is not a variable name`);
     }
     if (typeof value !== "string" || value.includes("\0")) {
@@ -299,7 +271,7 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
   }
   const forwarded = stringList(v.forwarded, "cap.job.forwarded", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
   for (const n of forwarded) {
-    if (!ENV_NAME.test(n)) {
+    if (!isEnvName(n)) {
       fail(`cap.job.forwarded name ${JSON.stringify(n)} is not a variable name`);
     }
   }

@@ -41,6 +41,7 @@
 import { isCleanAbsolute, isWithin, type KitLaunch, parseKitLaunch } from "./kit_launch.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 import { KIT_NAME_RULE } from "../model/kit_name.ts";
+import { isEnvEntryName } from "../model/env_name.ts";
 
 // Part of the worker's frame contract: its importers need not know the leaf.
 export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
@@ -389,7 +390,7 @@ function env(x: Record<string, unknown>): Record<string, string> {
   let entries = 0, bytes = 0;
   for (const [name, value] of Object.entries(v)) {
     if (++entries > MAX_ENV_ENTRIES) fail(x, `env has more than ${MAX_ENV_ENTRIES} entries`);
-    if (name === "" || name.includes("=") || name.includes("\0")) {
+    if (!isEnvEntryName(name)) {
       fail(x, `env name ${JSON.stringify(name)} is not a variable name`);
     }
     if (typeof value !== "string" || value.includes("\0")) {

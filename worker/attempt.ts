@@ -13,7 +13,7 @@ import {
   type Mechanism,
   type WorkerEvent,
 } from "../protocol/worker.ts";
-import { filterEnv } from "./env_filter.ts";
+import { filterEnv } from "../model/env_filter.ts";
 import { OutputBudget, pump } from "./output.ts";
 import { viewSteps } from "./shell_view.ts";
 import { Supervisor, type SupervisorMessage } from "./supervisor.ts";

@@ -20,7 +20,7 @@
  */
 
 import type { Command } from "commander";
-import type * as KitRules from "../journal/kits.ts";
+import type * as KitRules from "../model/kit_rules.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { CliError } from "./cli_error.ts";
@@ -71,7 +71,7 @@ export type KitChecker = (
 const WHO = "marsh kits add";
 
 async function rule<T>(who: string, fn: (rules: typeof KitRules) => T): Promise<T> {
-  const rules = await import("../journal/kits.ts");
+  const rules = await import("../model/kit_rules.ts");
   try {
     return fn(rules);
   } catch (error) {

@@ -11,7 +11,7 @@
 
 import { Buffer } from "node:buffer";
 import type { Journal } from "../journal/journal.ts";
-import type { KitRecord } from "../journal/kits.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR, SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { BranchSpec, JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";

@@ -42,7 +42,7 @@ export function isEnvEntryName(name: string): boolean {
 /**
  * marsh's and the engine's own variables: never passed to a branch or a
  * Kit. The shell branches' filter (`model/env_filter.ts`), the Kit registry
- * (`journal/kits.ts`) and the worker's Kit launch all use this list.
+ * (`model/kit_rules.ts`) and the worker's Kit launch all use this list.
  */
 export const RESERVED_ENV_PREFIXES = ["MARSH_", "DOCKER_"] as const;
 

@@ -12,7 +12,7 @@ import { isLinkName, KIT_NAME_RULE } from "../model/kit_name.ts";
 import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
-/** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
+/** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `model/kit_rules.ts`). */
 export const MAX_WALL_S = 86_400;
 /** Most arguments in `argv`. */
 export const MAX_ARGS = 65_536;

@@ -1,6 +1,6 @@
 /**
- * Kit registrations (issue 5 §2): what a registered Kit command is, and the
- * rules every registration obeys. One module, so the CLI (early, friendly
+ * Kit registrations (`docs/kits.md`, "Registering Kits"): what a registered
+ * Kit command is, and the rules every registration obeys. One module, so the CLI (early, friendly
  * refusals), the daemon (the authority) and the journal (the last check
  * before a row is written) refuse the same things with the same words.
  *
@@ -9,8 +9,8 @@
  * @module
  */
 
-import { kitCommandProblem } from "../model/kit_name.ts";
-import { isEnvName, KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../model/env_name.ts";
+import { isEnvName, KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "./env_name.ts";
+import { kitCommandProblem } from "./kit_name.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
@@ -33,7 +33,7 @@ export interface KitRecord {
   readonly createdMs: number;
 }
 
-/** `--network` when none is given (DESIGN.md §8). */
+/** `--network` when none is given (`docs/kits.md`, "Registering Kits"). */
 export const DEFAULT_KIT_NETWORK = "none";
 /** An engine network's name (Docker's rule). */
 export const KIT_NETWORK_RULE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;

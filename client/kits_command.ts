@@ -21,6 +21,7 @@
 
 import type { Command } from "commander";
 import type * as KitRules from "../model/kit_rules.ts";
+import { DEFAULT_WALL_S, MAX_WALL_S } from "../model/limits.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
 import { denoPath } from "../splitfs/client.ts";
 import { CliError } from "./cli_error.ts";
@@ -167,7 +168,7 @@ export async function kitsAddCommand(
     const network = opts.network ?? k.DEFAULT_KIT_NETWORK;
     k.checkKitNetwork(network);
     k.checkKitEnv(opts.env);
-    const wallS = opts.wall === undefined ? k.DEFAULT_WALL_S : k.parseKitWall(opts.wall);
+    const wallS = opts.wall === undefined ? DEFAULT_WALL_S : k.parseKitWall(opts.wall);
     if (opts.home !== undefined) k.checkKitHome(opts.home, sock.home);
     return { entrypoint, network, wallS };
   });
@@ -297,7 +298,7 @@ marsh, bash, sh or env.
 --network: none (default: no network at all), host, or an engine network.
 --env NAME passes your variable NAME into the Kit's containers (names only;
   not MARSH_* or DOCKER_*).
---wall: the longest a job may run, 1 to 86400 seconds (default 3600).
+--wall: the longest a job may run, 1 to ${MAX_WALL_S} seconds (default ${DEFAULT_WALL_S}).
 --home DIR: an existing absolute directory, not inside a project's .marsh;
   default <control dir>/kits/NAME/home, made 0700.
 
@@ -329,7 +330,10 @@ export function registerKitsCommands(program: Command, ctx: EngineCommandsContex
     )
     .option("--network <NETWORK>", "none (default), host, or an engine network's name")
     .option("--env <NAME>", "pass your variable NAME into the Kit (repeatable)", collect)
-    .option("--wall <SECONDS>", "the longest a job may run, 1-86400 (default 3600)")
+    .option(
+      "--wall <SECONDS>",
+      `the longest a job may run, 1-${MAX_WALL_S} (default ${DEFAULT_WALL_S})`,
+    )
     .option("--home <DIR>", "the Kit's home directory (default <control dir>/kits/NAME/home)")
     .option("--replace", "replace a registration of the same name")
     .addHelpText("after", KITS_ADD_HELP)

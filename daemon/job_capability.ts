@@ -20,8 +20,13 @@ import {
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
 import { isLinkName } from "../model/kit_name.ts";
-import { POOL_SIZE } from "./pool.ts";
-import { MAX_BRANCHES, MAX_DEPTH } from "./limits.ts";
+import {
+  JOB_SAME_KIT,
+  JOB_TREE_TOTAL,
+  MAX_BRANCHES,
+  MAX_DEPTH,
+  POOL_SIZE,
+} from "../model/limits.ts";
 
 /** `job.json` as the daemon knows it: the worker adds `path`. */
 export type JobJsonBase = Omit<JobJson, "path">;
@@ -42,7 +47,13 @@ export function jobJsonBase(
     spawn: names,
     registered: names,
     socket: CAP_SOCKET,
-    limits: { pool: POOL_SIZE, depth: MAX_DEPTH, same_kit: 2, fan_out: MAX_BRANCHES, total: 64 },
+    limits: {
+      pool: POOL_SIZE,
+      depth: MAX_DEPTH,
+      same_kit: JOB_SAME_KIT,
+      fan_out: MAX_BRANCHES,
+      total: JOB_TREE_TOTAL,
+    },
     // Digests of the starting environment are not computed yet (issue 5 §4).
     env: {},
     forwarded: [...env].sort(),

@@ -49,7 +49,7 @@ import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
 import { isWithin, type KitCap } from "../protocol/kit_launch.ts";
 import { isReservedEnvName } from "../model/env_name.ts";
-import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "./limits.ts";
+import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "../model/limits.ts";
 import { RequestError } from "./request_error.ts";
 
 /** How often the captured output of a running split is measured. */

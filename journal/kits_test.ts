@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { JournalCorruptError } from "./errors.ts";
 import { Journal } from "./journal.ts";
-import { DEFAULT_WALL_S, type KitRecord, KitRuleError, MAX_WALL_S } from "../model/kit_rules.ts";
+import { type KitRecord, KitRuleError } from "../model/kit_rules.ts";
+import { DEFAULT_WALL_S, MAX_WALL_S } from "../model/limits.ts";
 import { applyMigrations, MIGRATIONS, SCHEMA_VERSION } from "./migrations.ts";
 import { freshPath, sampleSplit, scratchDir } from "./_testing.ts";
 

@@ -11,6 +11,7 @@
 
 import { isEnvName, KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "./env_name.ts";
 import { kitCommandProblem } from "./kit_name.ts";
+import { DEFAULT_WALL_S, MAX_WALL_S } from "./limits.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
@@ -37,10 +38,6 @@ export interface KitRecord {
 export const DEFAULT_KIT_NETWORK = "none";
 /** An engine network's name (Docker's rule). */
 export const KIT_NETWORK_RULE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
-/** `--wall` when none is given: one hour, as a split's deadline. */
-export const DEFAULT_WALL_S = 3600;
-/** The longest `--wall`: one day. */
-export const MAX_WALL_S = 86_400;
 /** At most this many `--env` names per Kit. */
 export const MAX_KIT_ENV = 64;
 /** At most this many entrypoint words, each at most {@linkcode MAX_WORD} characters. */
@@ -121,7 +118,7 @@ export function checkKitEnv(names: readonly string[]): void {
   }
 }
 
-/** @throws {KitRuleError} unless `wallS` is a whole number of seconds from 1 to {@linkcode MAX_WALL_S} */
+/** @throws {KitRuleError} unless `wallS` is a whole number of seconds from 1 to `MAX_WALL_S` */
 export function checkKitWall(wallS: number): void {
   if (!Number.isSafeInteger(wallS) || wallS < 1 || wallS > MAX_WALL_S) {
     throw new KitRuleError(wallMessage(String(wallS)));
@@ -137,7 +134,7 @@ function wallMessage(got: string): string {
 /**
  * `--wall SECONDS` as typed: digits only (no sign, fraction or exponent).
  *
- * @throws {KitRuleError} for anything else, or a value outside 1..{@linkcode MAX_WALL_S}
+ * @throws {KitRuleError} for anything else, or a value outside 1..`MAX_WALL_S`
  */
 export function parseKitWall(text: string): number {
   if (!/^[0-9]{1,9}$/.test(text)) throw new KitRuleError(wallMessage(text));

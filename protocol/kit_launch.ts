@@ -9,11 +9,11 @@
 
 import { isEnvEntryName, isEnvName } from "../model/env_name.ts";
 import { isLinkName, KIT_NAME_RULE } from "../model/kit_name.ts";
+import { KIT_NETWORK_RULE } from "../model/kit_rules.ts";
+import { MAX_WALL_S } from "../model/limits.ts";
 import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
-/** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `model/kit_rules.ts`). */
-export const MAX_WALL_S = 86_400;
 /** Most arguments in `argv`. */
 export const MAX_ARGS = 65_536;
 /** Most bytes of `argv`, counted like `execve` does (each argument plus its NUL). */
@@ -29,8 +29,6 @@ export const MAX_ID_BYTES = 256;
 export const MAX_LINK_NAMES = 4096;
 /** A `job.json` env digest: HMAC-SHA256 hex, or `""` (set by Docker, never forwarded). */
 export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
-/** Docker network names (`none`, `bridge`, or a user-defined network). */
-export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /** A registered Kit command as the worker needs it. */
 export interface KitSpec {
@@ -182,7 +180,7 @@ function parseKit(v: unknown): KitSpec {
     ? null
     : stringList(v.entrypoint, "kit.entrypoint", 64, 64 * 1024);
   const network = str(v, "network", 128, "kit.");
-  if (!NETWORK_NAME.test(network)) fail(`kit.network must match ${NETWORK_NAME.source}`);
+  if (!KIT_NETWORK_RULE.test(network)) fail(`kit.network must match ${KIT_NETWORK_RULE.source}`);
   const env = stringList(v.env, "kit.env", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
   for (const n of env) {
     // A reserved name is not refused here (the registry decides what it

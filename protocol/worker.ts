@@ -49,8 +49,6 @@ export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
 
-/** Default for {@linkcode LaunchRequest.outputLimit}: 16 MiB (spec 000 §4). */
-export const DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024;
 /** Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (spec 000 §7). */
 export const DEFAULT_GRACE_MS = 10_000;
 /** The longest grace a cancel may ask for: the 1 h split deadline. */
@@ -85,7 +83,7 @@ export interface LaunchRequest {
   /** Absolute paths of files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
   readonly stdout: string;
   readonly stderr: string;
-  /** Bytes of stdout and stderr together the worker keeps; default {@linkcode DEFAULT_OUTPUT_LIMIT}. */
+  /** Bytes of stdout and stderr together the worker keeps; default `OUTPUT_LIMIT` of `model/limits.ts` (a split's). */
   readonly outputLimit?: number;
   /**
    * Absolute path of the branch's own daemon socket, handed to the branch as

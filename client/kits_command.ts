@@ -21,6 +21,7 @@
 
 import type { Command } from "commander";
 import type * as KitRules from "../model/kit_rules.ts";
+import { KIT_NAME_WORDS, RESERVED_KIT_NAMES } from "../model/kit_name.ts";
 import { DEFAULT_WALL_S, MAX_WALL_S } from "../model/limits.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
 import { denoPath } from "../splitfs/client.ts";
@@ -292,8 +293,8 @@ else /var/run/docker.sock); its id is recorded. A bare Kit name (probe-img)
 also finds the last \`marsh kit build\` of that name (marsh-kit/probe-img:latest).
 Nothing is registered when the image is missing or no engine answers.
 
-NAME: 1-63 lowercase letters, digits and '-', starting with a letter; not
-marsh, bash, sh or env.
+NAME: ${KIT_NAME_WORDS}; not
+${RESERVED_KIT_NAMES.slice(0, -1).join(", ")} or ${RESERVED_KIT_NAMES.at(-1)}.
 --entrypoint replaces the image's entrypoint: one word, or a JSON array.
 --network: none (default: no network at all), host, or an engine network.
 --env NAME passes your variable NAME into the Kit's containers (names only;

@@ -8,15 +8,18 @@
  * @module
  */
 
+/** The longest Kit name. */
+export const MAX_KIT_NAME = 63;
 /** Kit names: 1–63 lowercase letters, digits and `-`, starting with a letter. */
 export const KIT_NAME_RULE = /^[a-z][a-z0-9-]{0,62}$/;
+/** {@linkcode KIT_NAME_RULE} in words, for messages and help texts. */
+export const KIT_NAME_WORDS =
+  `1-${MAX_KIT_NAME} lowercase letters, digits and '-', starting with a letter`;
 
 /** What is wrong with `name` as a Kit name, for the user; null when it obeys {@linkcode KIT_NAME_RULE}. */
 export function kitNameProblem(name: string): string | null {
   if (KIT_NAME_RULE.test(name)) return null;
-  return `invalid kit name ${
-    JSON.stringify(name)
-  }: use 1-63 lowercase letters, digits and '-', starting with a letter (e.g. fixture)`;
+  return `invalid kit name ${JSON.stringify(name)}: use ${KIT_NAME_WORDS} (e.g. fixture)`;
 }
 
 /**

@@ -8,7 +8,7 @@
  */
 
 import { isEnvEntryName, isEnvName } from "../model/env_name.ts";
-import { isLinkName, KIT_NAME_RULE } from "../model/kit_name.ts";
+import { isLinkName, KIT_NAME_RULE, MAX_KIT_NAME } from "../model/kit_name.ts";
 import { KIT_NETWORK_RULE } from "../model/kit_rules.ts";
 import { MAX_WALL_S } from "../model/limits.ts";
 import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
@@ -174,7 +174,7 @@ function stringList(v: unknown, what: string, maxItems: number, maxBytes: number
 
 function parseKit(v: unknown): KitSpec {
   if (!isObject(v)) fail("kit must be an object");
-  const name = str(v, "name", 63, "kit.");
+  const name = str(v, "name", MAX_KIT_NAME, "kit.");
   if (!KIT_NAME_RULE.test(name)) fail(`kit.name must match ${KIT_NAME_RULE.source}`);
   const entrypoint = v.entrypoint === null
     ? null
@@ -241,7 +241,7 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
   if (v.version !== 1) fail("cap.job.version must be 1");
   if ("path" in v) fail("cap.job.path is the worker's to set");
   const job = str(v, "job", MAX_ID_BYTES, "cap.job.");
-  const name = str(v, "name", 63, "cap.job.");
+  const name = str(v, "name", MAX_KIT_NAME, "cap.job.");
   if (!isLinkName(name)) fail(`cap.job.name must match ${KIT_NAME_RULE.source}`);
   const spawn = nameList(v.spawn, "cap.job.spawn");
   const registered = nameList(v.registered, "cap.job.registered");

@@ -15,6 +15,7 @@
  */
 
 import type { Command } from "commander";
+import { KIT_NAME_WORDS } from "../model/kit_name.ts";
 import { ControlDirError, controlDirPath } from "../protocol/control_dir.ts";
 import { denoPath, entryCommand, type EntrySpawn } from "../protocol/entrypoints.ts";
 import { CliError } from "./cli_error.ts";
@@ -180,7 +181,7 @@ too, so \`marsh kits add KIT --image NAME\` finds it. Prints the image id, and
 the next command on stderr. The same inputs give the same tag: building again
 imports nothing.
 
-NAME: 1-63 lowercase letters, digits and '-', starting with a letter.
+NAME: ${KIT_NAME_WORDS}.
 --file SRC:DST copies a host file or directory to the absolute path DST.
 
 Examples:

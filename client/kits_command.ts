@@ -20,7 +20,9 @@
  */
 
 import type { Command } from "commander";
-import type * as KitRules from "../journal/kits.ts";
+import type * as KitRules from "../model/kit_rules.ts";
+import { KIT_NAME_WORDS, RESERVED_KIT_NAMES } from "../model/kit_name.ts";
+import { DEFAULT_WALL_S, MAX_WALL_S } from "../model/limits.ts";
 import type { KitInfo } from "../protocol/daemon.ts";
 import { denoPath, entryCommand } from "../protocol/entrypoints.ts";
 import { CliError } from "./cli_error.ts";
@@ -70,7 +72,7 @@ export type KitChecker = (
 const WHO = "marsh kits add";
 
 async function rule<T>(who: string, fn: (rules: typeof KitRules) => T): Promise<T> {
-  const rules = await import("../journal/kits.ts");
+  const rules = await import("../model/kit_rules.ts");
   try {
     return fn(rules);
   } catch (error) {
@@ -162,7 +164,7 @@ export async function kitsAddCommand(
     const network = opts.network ?? k.DEFAULT_KIT_NETWORK;
     k.checkKitNetwork(network);
     k.checkKitEnv(opts.env);
-    const wallS = opts.wall === undefined ? k.DEFAULT_WALL_S : k.parseKitWall(opts.wall);
+    const wallS = opts.wall === undefined ? DEFAULT_WALL_S : k.parseKitWall(opts.wall);
     if (opts.home !== undefined) k.checkKitHome(opts.home, sock.home);
     return { entrypoint, network, wallS };
   });
@@ -286,13 +288,13 @@ else /var/run/docker.sock); its id is recorded. A bare Kit name (probe-img)
 also finds the last \`marsh kit build\` of that name (marsh-kit/probe-img:latest).
 Nothing is registered when the image is missing or no engine answers.
 
-NAME: 1-63 lowercase letters, digits and '-', starting with a letter; not
-marsh, bash, sh or env.
+NAME: ${KIT_NAME_WORDS}; not
+${RESERVED_KIT_NAMES.slice(0, -1).join(", ")} or ${RESERVED_KIT_NAMES.at(-1)}.
 --entrypoint replaces the image's entrypoint: one word, or a JSON array.
 --network: none (default: no network at all), host, or an engine network.
 --env NAME passes your variable NAME into the Kit's containers (names only;
   not MARSH_* or DOCKER_*).
---wall: the longest a job may run, 1 to 86400 seconds (default 3600).
+--wall: the longest a job may run, 1 to ${MAX_WALL_S} seconds (default ${DEFAULT_WALL_S}).
 --home DIR: an existing absolute directory, not inside a project's .marsh;
   default <control dir>/kits/NAME/home, made 0700.
 
@@ -324,7 +326,10 @@ export function registerKitsCommands(program: Command, ctx: EngineCommandsContex
     )
     .option("--network <NETWORK>", "none (default), host, or an engine network's name")
     .option("--env <NAME>", "pass your variable NAME into the Kit (repeatable)", collect)
-    .option("--wall <SECONDS>", "the longest a job may run, 1-86400 (default 3600)")
+    .option(
+      "--wall <SECONDS>",
+      `the longest a job may run, 1-${MAX_WALL_S} (default ${DEFAULT_WALL_S})`,
+    )
     .option("--home <DIR>", "the Kit's home directory (default <control dir>/kits/NAME/home)")
     .option("--replace", "replace a registration of the same name")
     .addHelpText("after", KITS_ADD_HELP)

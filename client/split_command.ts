@@ -9,10 +9,10 @@
  */
 
 import { Buffer } from "node:buffer";
+import { timeLimitRangeProblem } from "../model/limits.ts";
 import {
   type BranchSpec,
   type DaemonFrame,
-  SPLIT_DURATION_S,
   type SplitCreateRequest,
   SPOOL_CHUNK,
 } from "../protocol/daemon.ts";
@@ -62,17 +62,10 @@ export function withTimeLimits(
     }
     const label = value.slice(0, eq), text = value.slice(eq + 1);
     const what = `marsh split: -t ${label}=${text}`;
-    if (!/^[0-9]{1,10}$/.test(text) || Number(text) < 1) {
-      throw new CliError(
-        `${what}: the time limit must be a whole number of seconds from 1 to ${SPLIT_DURATION_S}`,
-      );
-    }
-    const seconds = Number(text);
-    if (seconds > SPLIT_DURATION_S) {
-      throw new CliError(
-        `${what}: a time limit of ${seconds} s is longer than a split may run (${SPLIT_DURATION_S} s)`,
-      );
-    }
+    // Digits only: no sign, fraction, exponent or space (`Number` takes them all).
+    const seconds = /^[0-9]{1,10}$/.test(text) ? Number(text) : Number.NaN;
+    const problem = timeLimitRangeProblem(seconds);
+    if (problem !== null) throw new CliError(`${what}: ${problem}`);
     if (limits.has(label)) throw new CliError(`marsh split: -t ${label} is given twice`);
     const branch = branches.find((b) => b.label === label);
     if (branch === undefined) {

@@ -9,7 +9,8 @@
  */
 
 import type { BranchRecord } from "../journal/records.ts";
-import { type BranchSpec, SPLIT_DURATION_S } from "../protocol/daemon.ts";
+import { SPLIT_DURATION_S, timeLimitRangeProblem } from "../model/limits.ts";
+import type { BranchSpec } from "../protocol/daemon.ts";
 import type { Lingering, Manifest } from "../protocol/manifest.ts";
 import type { LingeringEvent } from "../protocol/worker.ts";
 
@@ -27,13 +28,10 @@ export function stoppedState(status: string): "cancelled" | "failed" {
 export function timeLimitProblem(spec: BranchSpec): string | null {
   if (spec.kind !== "shell" || spec.timeLimitS === undefined) return null;
   const s = spec.timeLimitS;
-  if (!Number.isSafeInteger(s) || s < 1) {
-    return `branch "${spec.label}": the time limit must be a whole number of seconds from 1 to ${SPLIT_DURATION_S}, got ${s}`;
-  }
-  if (s > SPLIT_DURATION_S) {
-    return `branch "${spec.label}": a time limit of ${s} s is longer than a split may run (${SPLIT_DURATION_S} s)`;
-  }
-  return null;
+  const problem = timeLimitRangeProblem(s);
+  if (problem === null) return null;
+  // Too short or not whole: say what was given; too long already says it.
+  return `branch "${spec.label}": ${problem}${s > SPLIT_DURATION_S ? "" : `, got ${s}`}`;
 }
 
 /** The refusal for a label the split does not have, naming the ones it has. */

@@ -15,13 +15,18 @@ import {
   CAP_FILES,
   CAP_SOCKET,
   type JobJson,
-  LINK_NAME,
   linkScript,
   stubScript,
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
-import { POOL_SIZE } from "./pool.ts";
-import { MAX_BRANCHES, MAX_DEPTH } from "./limits.ts";
+import { isLinkName } from "../model/kit_name.ts";
+import {
+  JOB_SAME_KIT,
+  JOB_TREE_TOTAL,
+  MAX_BRANCHES,
+  MAX_DEPTH,
+  POOL_SIZE,
+} from "../model/limits.ts";
 
 /** `job.json` as the daemon knows it: the worker adds `path`. */
 export type JobJsonBase = Omit<JobJson, "path">;
@@ -33,7 +38,7 @@ export function jobJsonBase(
   registered: readonly string[],
   env: readonly string[],
 ): JobJsonBase {
-  const names = [...new Set(registered)].filter((n) => LINK_NAME.test(n) && n !== "marsh").sort();
+  const names = [...new Set(registered)].filter((n) => isLinkName(n) && n !== "marsh").sort();
   return {
     version: 1,
     job,
@@ -42,7 +47,13 @@ export function jobJsonBase(
     spawn: names,
     registered: names,
     socket: CAP_SOCKET,
-    limits: { pool: POOL_SIZE, depth: MAX_DEPTH, same_kit: 2, fan_out: MAX_BRANCHES, total: 64 },
+    limits: {
+      pool: POOL_SIZE,
+      depth: MAX_DEPTH,
+      same_kit: JOB_SAME_KIT,
+      fan_out: MAX_BRANCHES,
+      total: JOB_TREE_TOTAL,
+    },
     // Digests of the starting environment are not computed yet (issue 5 §4).
     env: {},
     forwarded: [...env].sort(),

@@ -16,7 +16,7 @@
 
 import type { Journal } from "../journal/journal.ts";
 import type { JobRecord, RecoveryReport } from "../journal/records.ts";
-import { KIT_NAME } from "../protocol/kit_launch.ts";
+import { kitNameProblem } from "../model/kit_name.ts";
 import type { JobInfo, WorkersResetReply } from "../protocol/daemon.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";
@@ -171,12 +171,8 @@ export class KitJobs {
   async reset(auth: Authority, kit: string): Promise<Omit<WorkersResetReply, "v" | "t">> {
     const { journal, pool, log } = this.#d;
     if (auth.kind !== "host") throw new RequestError(2, "only the host may reset workers");
-    if (!KIT_NAME.test(kit)) {
-      throw new RequestError(
-        2,
-        `invalid Kit name ${JSON.stringify(kit)}: 1-63 lowercase letters, digits and '-'`,
-      );
-    }
+    const problem = kitNameProblem(kit);
+    if (problem !== null) throw new RequestError(2, problem);
     if (this.#d.reset === null) {
       throw new RequestError(
         125,

@@ -19,7 +19,7 @@ import {
   defaultKitHome,
   type KitRecord,
   KitRuleError,
-} from "../journal/kits.ts";
+} from "../model/kit_rules.ts";
 import type { KitInfo, KitsAddRequest } from "../protocol/daemon.ts";
 import type { Authority } from "./conn.ts";
 import type { Log } from "./log.ts";

@@ -1,13 +1,12 @@
 /**
- * The split branch pool (spec 000 §4): at most 8 concurrent branches per
+ * The split branch pool (`docs/guide.md`, "Limits"): at most `POOL_SIZE` (8) concurrent branches per
  * creating session, all host CLI splits sharing one pool. Admission happens
  * at launch; a slot frees only when its process's end is confirmed.
  *
  * @module
  */
 
-/** Branches a session may run at once. */
-export const POOL_SIZE = 8;
+import { POOL_SIZE } from "../model/limits.ts";
 
 /** Slots held per session. */
 export class BranchPool {

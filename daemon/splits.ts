@@ -11,7 +11,7 @@
 
 import { Buffer } from "node:buffer";
 import type { Journal } from "../journal/journal.ts";
-import type { KitRecord } from "../journal/kits.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR, SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { BranchSpec, JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
@@ -25,7 +25,7 @@ import type {
 } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
 import { labelProblem } from "../model/layout.ts";
-import { filterEnv } from "../worker/env_filter.ts";
+import { filterEnv } from "../model/env_filter.ts";
 import type { Authority, Conn } from "./conn.ts";
 import { creatorOf, mayView, sameCreator } from "./creator.ts";
 import {
@@ -47,8 +47,9 @@ import type { BranchPool } from "./pool.ts";
 import type { WorkerLink } from "./worker_link.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
-import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
-import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "./limits.ts";
+import { isWithin, type KitCap } from "../protocol/kit_launch.ts";
+import { isReservedEnvName } from "../model/env_name.ts";
+import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "../model/limits.ts";
 import { RequestError } from "./request_error.ts";
 
 /** How often the captured output of a running split is measured. */

@@ -20,7 +20,7 @@
 
 import { parseArgs } from "node:util";
 import { DockerApi, DockerApiError, EngineUnreachableError } from "./docker_api.ts";
-import { checkKitHome, checkKitImage, KitRuleError } from "../journal/kits.ts";
+import { checkKitHome, checkKitImage, KitRuleError } from "../model/kit_rules.ts";
 import { findKitImage, imageCandidates, KitBuildError } from "./kit_build.ts";
 
 const WHO = "marsh kits add";

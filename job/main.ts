@@ -27,7 +27,8 @@ import type { Command } from "commander";
 import { type CliContext, errorLine, runCli } from "../client/cli_program.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
 import { registerJobsList } from "../client/jobs_command.ts";
-import { CAP_FILES, CAP_TARGET, type JobJson, LINK_NAME } from "../protocol/job_capability.ts";
+import { isLinkName } from "../model/kit_name.ts";
+import { CAP_FILES, CAP_TARGET, type JobJson } from "../protocol/job_capability.ts";
 
 /** Where `job.json` is, instead of `/run/marsh`, for tests outside a container. */
 export const CAP_DIR_ENV = "MARSH_CAP_DIR";
@@ -148,7 +149,7 @@ function hasPath(path: string | undefined): boolean {
 function linkName(arg: string | undefined): string | undefined {
   if (arg === undefined || !arg.startsWith("--link=")) return undefined;
   const name = arg.slice("--link=".length);
-  return LINK_NAME.test(name) ? name : undefined;
+  return isLinkName(name) ? name : undefined;
 }
 
 /**

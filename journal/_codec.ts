@@ -18,7 +18,7 @@ import {
   checkKitWall,
   type KitRecord,
   KitRuleError,
-} from "./kits.ts";
+} from "../model/kit_rules.ts";
 import {
   BRANCH_KINDS,
   type BranchKind,

@@ -7,7 +7,7 @@
 
 import { jobColumns, jobFromRow, jobPatchColumns, kitColumns, kitFromRow } from "./_codec.ts";
 import { type Connection, mutable, type Params } from "./_connection.ts";
-import type { KitRecord } from "./kits.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import { JOB_MUTABLE, type JobFilter, type JobPatch, type JobRecord } from "./records.ts";
 
 /**

@@ -18,7 +18,7 @@ import * as kitJobs from "./_kit_jobs.ts";
 import * as recovery from "./_recovery.ts";
 import * as splits from "./_splits.ts";
 import { JournalError, JournalVersionError } from "./errors.ts";
-import type { KitRecord } from "./kits.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import { applyMigrations, readSchemaVersion, SCHEMA_VERSION } from "./migrations.ts";
 import type {
   BranchPatch,

@@ -33,4 +33,4 @@ export { BUSY_TIMEOUT_MS, Journal, type JournalSettings, RESTART_REASON } from "
 export { JournalCorruptError, JournalError, JournalVersionError } from "./errors.ts";
 export { type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.ts";
 export * from "./records.ts";
-export * from "./kits.ts";
+export * from "../model/kit_rules.ts";

@@ -31,9 +31,6 @@ export const MAX_DAEMON_FRAME = 1024 * 1024;
 /** Spool bytes per `spool` frame (base64 grows it by a third). */
 export const SPOOL_CHUNK = 256 * 1024;
 
-/** The longest a split may run, in seconds (1 h): no branch's time limit may be longer. */
-export const SPLIT_DURATION_S = 3600;
-
 /** A branch as the caller declared it. */
 export type BranchSpec =
   | {
@@ -42,7 +39,7 @@ export type BranchSpec =
     readonly script: string;
     /**
      * `-t LABEL=SECONDS`: the branch is stopped this long after it started
-     * (1 to {@linkcode SPLIT_DURATION_S}; the daemon checks the range).
+     * (1 to `SPLIT_DURATION_S` of `model/limits.ts`; the daemon checks the range).
      */
     readonly timeLimitS?: number;
   }

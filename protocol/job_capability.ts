@@ -18,6 +18,7 @@
  */
 
 import { jobClientFlags } from "./entrypoints.ts";
+import { isLinkName } from "../model/kit_name.ts";
 
 /** Where the cap dir is bound in every Kit container. */
 export const CAP_TARGET = "/run/marsh";
@@ -81,9 +82,6 @@ export function jobPath(imagePath: string | null): string {
   }`;
 }
 
-/** A name a link may carry: `marsh` or a Kit name (`KIT_NAME` of `kit_launch.ts`). */
-export const LINK_NAME = /^[a-z][a-z0-9-]{0,62}$/;
-
 /**
  * The flags the in-job client runs with: the `job-client` entrypoint of
  * `entrypoints.ts` on {@linkcode CAP_SOCKET} (which says why each grant).
@@ -95,7 +93,7 @@ export const JOB_CLIENT_FLAGS: readonly string[] = jobClientFlags(CAP_SOCKET);
  * so the name comes from the stub, never from a caller's argv0.
  */
 export function stubScript(name: string): string {
-  if (!LINK_NAME.test(name)) throw new TypeError(`not a link name: ${name}`);
+  if (!isLinkName(name)) throw new TypeError(`not a link name: ${name}`);
   return `#!/bin/sh\nexec ${LINK_SCRIPT} --link=${name} "$@"\n`;
 }
 
@@ -112,7 +110,7 @@ export function stubScript(name: string): string {
  * signals and the exit status the image's program's own.
  */
 export function linkScript(own: string): string {
-  if (!LINK_NAME.test(own)) throw new TypeError(`not a link name: ${own}`);
+  if (!isLinkName(own)) throw new TypeError(`not a link name: ${own}`);
   return `#!/bin/sh
 # marsh job link (docs/rules.md "Links"); generated per attempt.
 own='${own}'

@@ -7,11 +7,13 @@
  * @module
  */
 
-import { CAP_SOCKET, type JobJson, LINK_NAME } from "./job_capability.ts";
+import { isEnvEntryName, isEnvName } from "../model/env_name.ts";
+import { isLinkName, KIT_NAME_RULE, MAX_KIT_NAME } from "../model/kit_name.ts";
+import { KIT_NETWORK_RULE } from "../model/kit_rules.ts";
+import { MAX_WALL_S } from "../model/limits.ts";
+import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
-/** The longest wall clock a launch may ask for: one day (`MAX_WALL_S` of `journal/kits.ts`). */
-export const MAX_WALL_S = 86_400;
 /** Most arguments in `argv`. */
 export const MAX_ARGS = 65_536;
 /** Most bytes of `argv`, counted like `execve` does (each argument plus its NUL). */
@@ -23,46 +25,10 @@ export const MAX_ENV_BYTES = 1024 * 1024;
 export const MAX_OBJECT_DIRS = 16;
 /** Longest job, split or label id carried into a container label. */
 export const MAX_ID_BYTES = 256;
-/**
- * Kit names, as `marsh kit build` accepts them (`KIT_NAME_RULE` in
- * `engine/kit_build.ts`; repeated here so the contract imports no engine code).
- */
-export const KIT_NAME = /^[a-z][a-z0-9-]{0,62}$/;
-/** A variable name the kit may pass through. */
-export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,255}$/;
 /** Most names in a capability's `spawn` and `registered` lists. */
 export const MAX_LINK_NAMES = 4096;
 /** A `job.json` env digest: HMAC-SHA256 hex, or `""` (set by Docker, never forwarded). */
 export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
-/** Docker network names (`none`, `bridge`, or a user-defined network). */
-export const NETWORK_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
-
-/**
- * marsh's and the engine's own variables: never passed to a branch or a
- * Kit (spec 000 §2). The one list the shell branches' filter
- * (`worker/env_filter.ts`), the Kit registry (`journal/kits.ts`) and the
- * worker's Kit launch all use.
- */
-export const RESERVED_ENV_PREFIXES = ["MARSH_", "DOCKER_"] as const;
-
-/**
- * Variables a Kit's container gets from marsh, never from the caller: its
- * `HOME`, and the image's own `PATH` (spec 004 §4 puts `/run/marsh/bin` in
- * front of it).
- */
-export const KIT_SET_ENV_NAMES = ["HOME", "PATH"] as const;
-
-/**
- * Names a kit's `env` list never passes from the caller, compared
- * case-insensitively: {@linkcode KIT_SET_ENV_NAMES} and
- * {@linkcode RESERVED_ENV_PREFIXES} (`MARSH_JOB` and `MARSH_ENTRY`, which
- * the worker sets, among them). The registry refuses the same names.
- */
-export function isReservedEnvName(name: string): boolean {
-  const upper = name.toUpperCase();
-  return (KIT_SET_ENV_NAMES as readonly string[]).includes(upper) ||
-    RESERVED_ENV_PREFIXES.some((p) => upper.startsWith(p));
-}
 
 /** A registered Kit command as the worker needs it. */
 export interface KitSpec {
@@ -79,7 +45,7 @@ export interface KitSpec {
   readonly entrypoint: readonly string[] | null;
   /** Docker network mode: `none` unless the kit says otherwise (DESIGN.md §8). */
   readonly network: string;
-  /** Names passed from the caller's env, when the caller has them ({@linkcode isReservedEnvName} never). */
+  /** Names passed from the caller's env, when the caller has them (`isReservedEnvName` of `model/env_name.ts` never). */
   readonly env: readonly string[];
   /** Wall clock in seconds, from the container's start. */
   readonly wallS: number;
@@ -208,18 +174,18 @@ function stringList(v: unknown, what: string, maxItems: number, maxBytes: number
 
 function parseKit(v: unknown): KitSpec {
   if (!isObject(v)) fail("kit must be an object");
-  const name = str(v, "name", 63, "kit.");
-  if (!KIT_NAME.test(name)) fail(`kit.name must match ${KIT_NAME.source}`);
+  const name = str(v, "name", MAX_KIT_NAME, "kit.");
+  if (!KIT_NAME_RULE.test(name)) fail(`kit.name must match ${KIT_NAME_RULE.source}`);
   const entrypoint = v.entrypoint === null
     ? null
     : stringList(v.entrypoint, "kit.entrypoint", 64, 64 * 1024);
   const network = str(v, "network", 128, "kit.");
-  if (!NETWORK_NAME.test(network)) fail(`kit.network must match ${NETWORK_NAME.source}`);
+  if (!KIT_NETWORK_RULE.test(network)) fail(`kit.network must match ${KIT_NETWORK_RULE.source}`);
   const env = stringList(v.env, "kit.env", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
   for (const n of env) {
     // A reserved name is not refused here (the registry decides what it
     // accepts); the worker just never passes one.
-    if (!ENV_NAME.test(n)) fail(`kit.env name ${JSON.stringify(n)} is not a variable name`);
+    if (!isEnvName(n)) fail(`kit.env name ${JSON.stringify(n)} is not a variable name`);
   }
   const wallS = v.wallS;
   if (
@@ -244,7 +210,7 @@ function parseEnv(v: unknown, what = "env"): Record<string, string> {
   let entries = 0, total = 0;
   for (const [name, value] of Object.entries(v)) {
     if (++entries > MAX_ENV_ENTRIES) fail(`${what} has more than ${MAX_ENV_ENTRIES} entries`);
-    if (name === "" || name.includes("=") || name.includes("\0")) {
+    if (!isEnvEntryName(name)) {
       fail(`${what} name ${JSON.stringify(name)} is not a variable name`);
     }
     if (typeof value !== "string" || value.includes("\0")) {
@@ -260,8 +226,8 @@ function parseEnv(v: unknown, what = "env"): Record<string, string> {
 function nameList(v: unknown, what: string): string[] {
   const names = stringList(v, what, MAX_LINK_NAMES, MAX_LINK_NAMES * 64);
   for (const n of names) {
-    if (!LINK_NAME.test(n)) {
-      fail(`${what} name ${JSON.stringify(n)} must match ${LINK_NAME.source}`);
+    if (!isLinkName(n)) {
+      fail(`${what} name ${JSON.stringify(n)} must match ${KIT_NAME_RULE.source}`);
     }
   }
   if (new Set(names).size !== names.length) fail(`${what} names a command twice`);
@@ -275,8 +241,8 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
   if (v.version !== 1) fail("cap.job.version must be 1");
   if ("path" in v) fail("cap.job.path is the worker's to set");
   const job = str(v, "job", MAX_ID_BYTES, "cap.job.");
-  const name = str(v, "name", 63, "cap.job.");
-  if (!LINK_NAME.test(name)) fail(`cap.job.name must match ${LINK_NAME.source}`);
+  const name = str(v, "name", MAX_KIT_NAME, "cap.job.");
+  if (!isLinkName(name)) fail(`cap.job.name must match ${KIT_NAME_RULE.source}`);
   const spawn = nameList(v.spawn, "cap.job.spawn");
   const registered = nameList(v.registered, "cap.job.registered");
   if (v.socket !== CAP_SOCKET) fail(`cap.job.socket must be ${CAP_SOCKET}`);
@@ -303,7 +269,7 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
   }
   const forwarded = stringList(v.forwarded, "cap.job.forwarded", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
   for (const n of forwarded) {
-    if (!ENV_NAME.test(n)) {
+    if (!isEnvName(n)) {
       fail(`cap.job.forwarded name ${JSON.stringify(n)} is not a variable name`);
     }
   }

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
+import { isReservedEnvName, MAX_ENV_NAME } from "../model/env_name.ts";
 import { CAP_SOCKET } from "./job_capability.ts";
 import {
   isCleanAbsolute,
-  isReservedEnvName,
   isWithin,
   type KitCap,
   type KitLaunch,
@@ -230,3 +230,28 @@ Deno.test(
     }
   },
 );
+
+Deno.test({
+  name: "kit env and forwarded names: the registry's variable-name rule, at most 128 characters",
+  permissions: "none",
+}, () => {
+  // The registry refuses an --env name over 128 characters, so a launch
+  // naming one is not the daemon's: the worker refuses it too.
+  const long = `A${"b".repeat(MAX_ENV_NAME)}`;
+  const ok = "A".repeat(MAX_ENV_NAME);
+  const base = valid();
+  assert.deepEqual(parseKitLaunch({ ...base, kit: { ...base.kit, env: [ok] } }).kit.env, [ok]);
+  assert.throws(
+    () => parseKitLaunch({ ...base, kit: { ...base.kit, env: [long] } }),
+    (e) =>
+      e instanceof KitLaunchProtocolError &&
+      e.message.includes(`kit.env name "${long}" is not a variable name`),
+  );
+  const cap = validCap();
+  assert.throws(
+    () => parseKitLaunch({ ...base, cap: { ...cap, job: { ...cap.job, forwarded: [long] } } }),
+    (e) =>
+      e instanceof KitLaunchProtocolError &&
+      e.message.includes(`cap.job.forwarded name "${long}" is not a variable name`),
+  );
+});

@@ -7,10 +7,8 @@
  */
 
 import { labelProblem, splitIdProblem } from "../model/layout.ts";
+import { MAX_BRANCHES } from "../model/limits.ts";
 import { ProtocolError } from "./protocol_error.ts";
-
-/** Branches per split (docs/guide.md, up to 16); bounds every list of branches in a frame. */
-export const MAX_SPLIT_BRANCHES = 16;
 
 /**
  * The creator branch of a nested split: its fork
@@ -76,14 +74,12 @@ export function num(x: Record<string, unknown>, key: string): number {
   return v;
 }
 
-/** `x[key]`, a list of at most {@linkcode MAX_SPLIT_BRANCHES} objects. @throws {ProtocolError} */
+/** `x[key]`, a list of at most {@linkcode MAX_BRANCHES} objects. @throws {ProtocolError} */
 export function list(x: Record<string, unknown>, key: string): Record<string, unknown>[] {
   const v = x[key];
-  if (!Array.isArray(v) || v.length > MAX_SPLIT_BRANCHES || !v.every(isObject)) {
+  if (!Array.isArray(v) || v.length > MAX_BRANCHES || !v.every(isObject)) {
     throw new ProtocolError(
-      `malformed ${
-        String(x.t)
-      } frame: ${key} must be a list of at most ${MAX_SPLIT_BRANCHES} objects`,
+      `malformed ${String(x.t)} frame: ${key} must be a list of at most ${MAX_BRANCHES} objects`,
     );
   }
   return v;

@@ -7,7 +7,8 @@
  */
 
 import { labelProblem } from "../model/layout.ts";
-import { MAX_SPLIT_BRANCHES, num, optParent, type SplitParent, str } from "./splitfs_fields.ts";
+import { MAX_BRANCHES } from "../model/limits.ts";
+import { num, optParent, type SplitParent, str } from "./splitfs_fields.ts";
 import { ProtocolError } from "./protocol_error.ts";
 
 /**
@@ -24,7 +25,7 @@ export interface ExportObjectsRequest {
   readonly v: 1;
   readonly t: "export-objects";
   readonly id: string;
-  /** The branches whose patches to read, at most {@linkcode MAX_SPLIT_BRANCHES}. */
+  /** The branches whose patches to read, at most {@linkcode MAX_BRANCHES}. */
   readonly labels: readonly string[];
   /** A nested split's creator branch, as journaled. */
   readonly parent?: SplitParent;
@@ -49,11 +50,11 @@ export interface ExportedReply {
 export function parseExportObjectsRequest(x: Record<string, unknown>): ExportObjectsRequest {
   const labels = x.labels;
   if (
-    !Array.isArray(labels) || labels.length > MAX_SPLIT_BRANCHES ||
+    !Array.isArray(labels) || labels.length > MAX_BRANCHES ||
     !labels.every((l) => typeof l === "string" && labelProblem(l) === null)
   ) {
     throw new ProtocolError(
-      `malformed export-objects frame: labels must be a list of at most ${MAX_SPLIT_BRANCHES} labels`,
+      `malformed export-objects frame: labels must be a list of at most ${MAX_BRANCHES} labels`,
     );
   }
   return { v: 1, t: "export-objects", id: str(x, "id"), labels, ...optParent(x) };

@@ -38,14 +38,10 @@
  * @module
  */
 
-import {
-  isCleanAbsolute,
-  isWithin,
-  KIT_NAME,
-  type KitLaunch,
-  parseKitLaunch,
-} from "./kit_launch.ts";
+import { isCleanAbsolute, isWithin, type KitLaunch, parseKitLaunch } from "./kit_launch.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
+import { KIT_NAME_RULE } from "../model/kit_name.ts";
+import { isEnvEntryName } from "../model/env_name.ts";
 
 // Part of the worker's frame contract: its importers need not know the leaf.
 export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
@@ -53,8 +49,6 @@ export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
 
-/** Default for {@linkcode LaunchRequest.outputLimit}: 16 MiB (spec 000 §4). */
-export const DEFAULT_OUTPUT_LIMIT = 16 * 1024 * 1024;
 /** Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (spec 000 §7). */
 export const DEFAULT_GRACE_MS = 10_000;
 /** The longest grace a cancel may ask for: the 1 h split deadline. */
@@ -89,7 +83,7 @@ export interface LaunchRequest {
   /** Absolute paths of files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
   readonly stdout: string;
   readonly stderr: string;
-  /** Bytes of stdout and stderr together the worker keeps; default {@linkcode DEFAULT_OUTPUT_LIMIT}. */
+  /** Bytes of stdout and stderr together the worker keeps; default `OUTPUT_LIMIT` of `model/limits.ts` (a split's). */
   readonly outputLimit?: number;
   /**
    * Absolute path of the branch's own daemon socket, handed to the branch as
@@ -394,7 +388,7 @@ function env(x: Record<string, unknown>): Record<string, string> {
   let entries = 0, bytes = 0;
   for (const [name, value] of Object.entries(v)) {
     if (++entries > MAX_ENV_ENTRIES) fail(x, `env has more than ${MAX_ENV_ENTRIES} entries`);
-    if (name === "" || name.includes("=") || name.includes("\0")) {
+    if (!isEnvEntryName(name)) {
       fail(x, `env name ${JSON.stringify(name)} is not a variable name`);
     }
     if (typeof value !== "string" || value.includes("\0")) {
@@ -507,8 +501,8 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
     case "kit-reset": {
       const id = text(x, "id", 128);
       const kit = x.kit;
-      if (typeof kit !== "string" || !KIT_NAME.test(kit)) {
-        fail(x, `kit must match ${KIT_NAME.source}`);
+      if (typeof kit !== "string" || !KIT_NAME_RULE.test(kit)) {
+        fail(x, `kit must match ${KIT_NAME_RULE.source}`);
       }
       return { v: 1, t: "kit-reset", id, kit };
     }

@@ -236,3 +236,28 @@ Deno.test({
   assert.equal(result.code, 2, result.stderr);
   assert.match(result.stderr, /^Cannot check import cycles: .*missing\.ts/m);
 });
+
+Deno.test({
+  name: "the check exits 1 when a model/ module imports outside model/ or does I/O",
+  permissions: { read: true, write: true, run: true },
+}, async () => {
+  await using p = await project({
+    "model/rule.ts":
+      'import { f } from "../protocol/frame.ts";\nexport const g = () => Deno.cwd() + f;\n',
+    "protocol/frame.ts": 'export const f = "";\n',
+  });
+  const failed = await runMain(p.dir);
+  assert.equal(failed.code, 1, failed.stderr);
+  assert.match(
+    failed.stderr,
+    /^model\/rule\.ts imports protocol\/frame\.ts: model\/ may import only/m,
+  );
+  assert.match(failed.stderr, /^model\/rule\.ts uses Deno\.cwd: model\/ does no I\/O/m);
+  await Deno.writeTextFile(`${p.dir}/model/rule.ts`, "export const g = (cwd: string) => cwd;\n");
+  const passed = await runMain(p.dir);
+  assert.equal(passed.code, 0, passed.stderr);
+  assert.equal(
+    passed.stderr,
+    "No import cycles among 2 modules\n1 model/ modules keep the model rule\n",
+  );
+});

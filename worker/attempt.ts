@@ -8,12 +8,12 @@
 
 import {
   boundMessage,
-  DEFAULT_OUTPUT_LIMIT,
   type LaunchRequest,
   type Mechanism,
   type WorkerEvent,
 } from "../protocol/worker.ts";
-import { filterEnv } from "./env_filter.ts";
+import { filterEnv } from "../model/env_filter.ts";
+import { OUTPUT_LIMIT } from "../model/limits.ts";
 import { OutputBudget, pump } from "./output.ts";
 import { viewSteps } from "./shell_view.ts";
 import { Supervisor, type SupervisorMessage } from "./supervisor.ts";
@@ -155,7 +155,7 @@ export class Attempt {
       this.#opts.perl,
     );
     this.#supervisor = supervisor;
-    const budget = new OutputBudget(req.outputLimit ?? DEFAULT_OUTPUT_LIMIT);
+    const budget = new OutputBudget(req.outputLimit ?? OUTPUT_LIMIT);
     const onCrossed = (bytes: number) => {
       this.#emit({ v: 1, t: "output-limit", attempt: this.id, bytes });
       // Nothing more is kept; writers now get EPIPE rather than a full pipe.

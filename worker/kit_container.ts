@@ -58,12 +58,8 @@ import {
   type JobJson,
   jobPath,
 } from "../protocol/job_capability.ts";
-import {
-  isReservedEnvName,
-  isWithin,
-  type KitCap,
-  type KitLaunch,
-} from "../protocol/kit_launch.ts";
+import { isReservedEnvName } from "../model/env_name.ts";
+import { isWithin, type KitCap, type KitLaunch } from "../protocol/kit_launch.ts";
 import { DEFAULT_GRACE_MS } from "../protocol/worker.ts";
 import { Demuxer } from "./kit_demux.ts";
 import { KitDocker, statusOf } from "./kit_docker.ts";

@@ -1,6 +1,6 @@
 /**
- * Kit registrations (issue 5 §2): what a registered Kit command is, and the
- * rules every registration obeys. One module, so the CLI (early, friendly
+ * Kit registrations (`docs/kits.md`, "Registering Kits"): what a registered
+ * Kit command is, and the rules every registration obeys. One module, so the CLI (early, friendly
  * refusals), the daemon (the authority) and the journal (the last check
  * before a row is written) refuse the same things with the same words.
  *
@@ -9,8 +9,9 @@
  * @module
  */
 
-import { kitNameProblem } from "../model/kit_name.ts";
-import { KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
+import { isEnvName, KIT_SET_ENV_NAMES, RESERVED_ENV_PREFIXES } from "./env_name.ts";
+import { kitCommandProblem } from "./kit_name.ts";
+import { DEFAULT_WALL_S, MAX_WALL_S } from "./limits.ts";
 
 /** A registered Kit command: the name a split's argv branch (and any job) can start. */
 export interface KitRecord {
@@ -33,18 +34,10 @@ export interface KitRecord {
   readonly createdMs: number;
 }
 
-/** Names a Kit may not take: they would shadow marsh itself or the shells (spec 004 §4). */
-export const RESERVED_KIT_NAMES: readonly string[] = ["marsh", "bash", "sh", "env"];
-/** `--network` when none is given (DESIGN.md §8). */
+/** `--network` when none is given (`docs/kits.md`, "Registering Kits"). */
 export const DEFAULT_KIT_NETWORK = "none";
 /** An engine network's name (Docker's rule). */
 export const KIT_NETWORK_RULE = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/;
-/** `--wall` when none is given: one hour, as a split's deadline. */
-export const DEFAULT_WALL_S = 3600;
-/** The longest `--wall`: one day. */
-export const MAX_WALL_S = 86_400;
-/** A variable name `--env` may pass. */
-export const ENV_NAME_RULE = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** At most this many `--env` names per Kit. */
 export const MAX_KIT_ENV = 64;
 /** At most this many entrypoint words, each at most {@linkcode MAX_WORD} characters. */
@@ -64,20 +57,14 @@ export class KitRuleError extends TypeError {
 }
 
 /**
- * Checks a Kit command name: the Kit-name rule (`model/kit_name.ts`), and none of
- * {@linkcode RESERVED_KIT_NAMES}.
+ * Checks a Kit command name: the Kit-name rule and none of
+ * `RESERVED_KIT_NAMES` (`kitCommandProblem` of `model/kit_name.ts`).
  *
  * @throws {KitRuleError} naming the rule
  */
 export function checkKitName(name: string): void {
-  const problem = kitNameProblem(name);
+  const problem = kitCommandProblem(name);
   if (problem !== null) throw new KitRuleError(problem);
-  if (RESERVED_KIT_NAMES.includes(name)) {
-    throw new KitRuleError(
-      `invalid kit name ${JSON.stringify(name)}: it would shadow ${name}; ` +
-        `${RESERVED_KIT_NAMES.join(", ")} are reserved`,
-    );
-  }
 }
 
 /** @throws {KitRuleError} unless `network` is `none`, `host` or an engine network's name */
@@ -95,7 +82,7 @@ export function checkKitNetwork(network: string): void {
  *   and `DOCKER_*`, and neither `HOME` nor `PATH` (the worker sets those)
  */
 export function checkKitEnvName(name: string): void {
-  if (!ENV_NAME_RULE.test(name)) {
+  if (!isEnvName(name)) {
     throw new KitRuleError(
       `invalid --env ${JSON.stringify(name)}: give a variable's name ` +
         "(letters, digits and '_', not starting with a digit), not NAME=VALUE",
@@ -131,7 +118,7 @@ export function checkKitEnv(names: readonly string[]): void {
   }
 }
 
-/** @throws {KitRuleError} unless `wallS` is a whole number of seconds from 1 to {@linkcode MAX_WALL_S} */
+/** @throws {KitRuleError} unless `wallS` is a whole number of seconds from 1 to `MAX_WALL_S` */
 export function checkKitWall(wallS: number): void {
   if (!Number.isSafeInteger(wallS) || wallS < 1 || wallS > MAX_WALL_S) {
     throw new KitRuleError(wallMessage(String(wallS)));
@@ -147,7 +134,7 @@ function wallMessage(got: string): string {
 /**
  * `--wall SECONDS` as typed: digits only (no sign, fraction or exponent).
  *
- * @throws {KitRuleError} for anything else, or a value outside 1..{@linkcode MAX_WALL_S}
+ * @throws {KitRuleError} for anything else, or a value outside 1..`MAX_WALL_S`
  */
 export function parseKitWall(text: string): number {
   if (!/^[0-9]{1,9}$/.test(text)) throw new KitRuleError(wallMessage(text));

@@ -1,9 +1,9 @@
 /**
- * Which exported variables a shell branch receives (spec 000 §13,
- * "Environment filtering"). The daemon filters the caller's environment
+ * Which exported variables a shell branch receives (docs/guide.md, "What a
+ * shell branch sees"). The daemon filters the caller's environment
  * before it sends a launch; the worker filters again with the same rules so
  * a daemon fault cannot hand a branch a credential. This is the one
- * credential rule of marsh (docs/guide.md, "What a shell branch sees"); a
+ * credential rule of marsh; a
  * Kit's `--env` names are an explicit choice and pass whatever they are.
  *
  * Every rule compares names case-insensitively and errs towards dropping:
@@ -31,15 +31,16 @@
  *   `TMUX`, `STY`, `KRB5CCNAME`;
  * - placement-bound: `PWD` and `OLDPWD` name the caller's directories, not
  *   the fork (bash sets `PWD` from its cwd);
- * - shell state that spec 000 §2 says a branch does not inherit: exported
+ * - shell state a fresh branch does not inherit (docs/guide.md): exported
  *   functions (`BASH_FUNC_*`), set options (`SHELLOPTS`, `BASHOPTS`) and
  *   start-up files (`BASH_ENV`, `ENV`);
- * - names that cannot be variables: empty, or containing `=` or NUL.
+ * - names that cannot be variables: empty, or containing `=` or NUL
+ *   (`isEnvEntryName` of `model/env_name.ts`).
  *
  * @module
  */
 
-import { RESERVED_ENV_PREFIXES } from "../protocol/kit_launch.ts";
+import { isEnvEntryName, RESERVED_ENV_PREFIXES } from "./env_name.ts";
 
 const PREFIXES = [...RESERVED_ENV_PREFIXES, "SBX_", "AWS_", "BASH_FUNC_"] as const;
 
@@ -135,7 +136,7 @@ export function hasUrlPassword(value: string): boolean {
  * `value` also by what it holds (a URL with a password never passes).
  */
 export function isForwardable(name: string, value?: string): boolean {
-  if (name === "" || name.includes("=") || name.includes("\0")) return false;
+  if (!isEnvEntryName(name)) return false;
   const upper = name.toUpperCase();
   if (PREFIXES.some((p) => upper.startsWith(p))) return false;
   if (isCredentialName(upper)) return false;

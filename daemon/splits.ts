@@ -50,6 +50,8 @@ import { branchCwd, shellPlace, type ShellViewChoice } from "./shell_view.ts";
 import { isReservedEnvName, isWithin, type KitCap } from "../protocol/kit_launch.ts";
 import { MAX_BRANCHES, MAX_DEPTH, OUTPUT_LIMIT, SPOOL_LIMIT } from "./limits.ts";
 import { RequestError } from "./request_error.ts";
+import { moveBranch, moveSplit } from "./split_moves.ts";
+import { endEvent } from "../model/branch_state.ts";
 
 /** How often the captured output of a running split is measured. */
 const OUTPUT_POLL_MS = 100;
@@ -655,7 +657,7 @@ export class Splits {
   /** Branches that never launched end as cancelled (a cancel, or a setup failure). */
   #cancelPending(id: string): void {
     for (const b of this.#d.journal.branches(id)) {
-      this.#d.journal.transitionBranch(id, b.label, ["pending"], "cancelled", {
+      moveBranch(this.#d.journal, id, b.label, "skip", {
         status: "cancelled",
         code: 130,
         finishedMs: Date.now(),
@@ -678,7 +680,7 @@ export class Splits {
     const label = b.spec.label;
     const now = Date.now();
     const code = branchCode(status) ?? 125;
-    journal.transitionBranch(live.id, label, ["pending"], state, {
+    moveBranch(journal, live.id, label, state === "cancelled" ? "skip" : "refuse", {
       status,
       code,
       finishedMs: now,
@@ -762,7 +764,7 @@ export class Splits {
       createdMs: Date.now(),
       revokedMs: null,
     });
-    journal.transitionBranch(live.id, label, ["pending"], "running", {
+    moveBranch(journal, live.id, label, "start", {
       attempt,
       startedMs: Date.now(),
       view: shellView.view,
@@ -907,7 +909,7 @@ export class Splits {
       revokedMs: null,
     });
     const now = Date.now();
-    journal.transitionBranch(live.id, label, ["pending"], "running", {
+    moveBranch(journal, live.id, label, "start", {
       attempt,
       startedMs: now,
     });
@@ -1028,7 +1030,7 @@ export class Splits {
       );
     }
     const now = Date.now();
-    journal.transitionBranch(live.id, label, ["running"], state, {
+    moveBranch(journal, live.id, label, endEvent(state), {
       status,
       code,
       finishedMs: now,
@@ -1058,7 +1060,7 @@ export class Splits {
     log.info(`split ${live.id}/${label}: job ${b.jobId}: ${status}`);
     this.#revoke(live, b);
     const now = Date.now();
-    journal.transitionBranch(live.id, label, ["running"], "uncertain", {
+    moveBranch(journal, live.id, label, "lose", {
       trust: "untrusted",
       status,
       code: 125,
@@ -1088,14 +1090,14 @@ export class Splits {
     this.#controls.ended(live.id, label);
     this.#revoke(live, b);
     if (b.running) {
-      journal.transitionBranch(live.id, label, ["running"], "uncertain", {
+      moveBranch(journal, live.id, label, "lose", {
         trust: "untrusted",
         status: `failed: ${message}`,
         code: 125,
         finishedMs: Date.now(),
       });
     } else {
-      journal.transitionBranch(live.id, label, ["running"], "failed", {
+      moveBranch(journal, live.id, label, "fail", {
         status: `failed: ${message}`,
         code: 125,
         finishedMs: Date.now(),
@@ -1163,7 +1165,7 @@ export class Splits {
     }
     const code = branchCode(status) ?? 125;
     const now = Date.now();
-    journal.transitionBranch(live.id, label, ["running"], state, {
+    moveBranch(journal, live.id, label, endEvent(state), {
       status,
       code,
       files,
@@ -1232,7 +1234,7 @@ export class Splits {
       }
     }
     this.#cancelPending(live.id);
-    this.#d.journal.transitionSplit(live.id, ["run"], "cancelled", {
+    moveSplit(this.#d.journal, live.id, "setupFailed", {
       status: 2,
       reason: `setup failed: ${message}${left}`,
       finishedMs: Date.now(),
@@ -1269,7 +1271,7 @@ export class Splits {
     const code = splitCode(
       journal.branches(live.id).map((b) => ({ status: b.status ?? undefined })),
     );
-    journal.transitionSplit(live.id, ["run"], "await", {
+    moveSplit(journal, live.id, "finish", {
       status: code,
       finishedMs: Date.now(),
       timing: { ...live.timing },
@@ -1308,7 +1310,7 @@ export class Splits {
     live.leaseTimer = setTimeout(() => {
       if (live.joinConn) return;
       if (
-        this.#d.journal.transitionSplit(live.id, ["await"], "kept", {
+        moveSplit(this.#d.journal, live.id, "leaseExpired", {
           reason: `not joined within ${Math.round(this.#d.settings.leaseMs / 1000)} s`,
         })
       ) {
@@ -1342,7 +1344,7 @@ export class Splits {
       message += `; kept because these branches' ends are unconfirmed: ${unconfirmed.join(", ")}`;
     }
     this.#cancelPending(live.id);
-    journal.transitionSplit(live.id, ["run"], "cancelled", {
+    moveSplit(journal, live.id, "cancel", {
       status: 130,
       reason,
       finishedMs: Date.now(),
@@ -1553,7 +1555,7 @@ export class Splits {
       if (reason === null) {
         await this.#pause("mid-release");
         // The state is journaled before the release it describes.
-        journal.transitionSplit(s.id, ["await", "kept"], "joined", { reason: null });
+        moveSplit(journal, s.id, "join", { reason: null });
         try {
           await splitfs.request({ v: 1, t: "remove", id: s.id });
           live.open = false;
@@ -1572,7 +1574,7 @@ export class Splits {
         } catch (error) {
           reason = error instanceof Error ? error.message : String(error);
           this.#d.log.info(`split ${s.id}: not removed at its join: ${reason}`);
-          journal.transitionSplit(s.id, ["joined"], "kept", { reason });
+          moveSplit(journal, s.id, "releaseFailed", { reason });
         }
       }
       this.#keep(s.id, reason);
@@ -1600,7 +1602,7 @@ export class Splits {
   }
 
   #keep(id: string, reason: string): void {
-    this.#d.journal.transitionSplit(id, ["await", "kept"], "kept", { reason });
+    moveSplit(this.#d.journal, id, "keep", { reason });
     void this.#writeManifest(id);
   }
 

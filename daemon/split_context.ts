@@ -33,6 +33,9 @@ export interface BranchSockets {
   close(path: string): void;
 }
 
+/** What the split life cycle uses of a client's connection (`daemon/conn.ts`). */
+export type SplitConn = Pick<Conn, "authority" | "send" | "next" | "flush" | "closed" | "isClosed">;
+
 /** What the split life cycle asks of the split-filesystem service (`splitfs/client.ts`). */
 export type ServiceLink = Pick<SplitfsService, "request" | "namespace">;
 
@@ -102,8 +105,8 @@ export class LiveSplit {
   readonly branches = new Map<string, LiveBranch>();
   #phase: SplitPhase;
   /** The create stream, while the split runs. */
-  creatorConn: Conn | null = null;
-  joinConn: Conn | null = null;
+  creatorConn: SplitConn | null = null;
+  joinConn: SplitConn | null = null;
   leaseTimer: ReturnType<typeof setTimeout> | undefined;
   deadlineTimer: ReturnType<typeof setTimeout> | undefined;
   outputTimer: ReturnType<typeof setInterval> | undefined;

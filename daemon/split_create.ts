@@ -2,7 +2,7 @@
  * Creation: a `marsh split` request validated, the split and every branch
  * (and an argv branch's job) journaled before anything runs, the spool
  * received, the snapshot and the forks made, every branch launched, and the
- * split settled (docs/engine.md, "A split, step by step").
+ * split settled (docs/guide.md, "Life of a split").
  *
  * @module
  */
@@ -18,20 +18,26 @@ import type { CreatedReply, ForkedReply, LocatedReply } from "../protocol/splitf
 import { SplitfsError } from "../splitfs/client.ts";
 import { filterEnv } from "../worker/env_filter.ts";
 import { timeLimitProblem } from "./branch_controls.ts";
-import type { Authority, Conn } from "./conn.ts";
+import type { Authority } from "./conn.ts";
 import { creatorOf } from "./creator.ts";
 import { checkArgvBranches } from "./kit_names.ts";
 import { MAX_BRANCHES, MAX_DEPTH, SPOOL_LIMIT } from "./limits.ts";
 import { RequestError } from "./request_error.ts";
 import { branchCwd } from "./shell_view.ts";
-import { LiveBranch, LiveSplit, newId, type SplitContext } from "./split_context.ts";
+import {
+  LiveBranch,
+  LiveSplit,
+  newId,
+  type SplitConn,
+  type SplitContext,
+} from "./split_context.ts";
 import { launchShell } from "./split_launch.ts";
 import { launchKit } from "./split_launch_kit.ts";
 import { cancel, checkOutput } from "./split_lease.ts";
 import { OUTPUT_POLL_MS } from "./split_settings.ts";
 import { finishAwait, finishCancelled, setupFailed } from "./split_settle.ts";
 
-/** A job or a split branch splits with argv branches only (docs/guide.md, "Nested splits"). */
+/** A job or a split branch splits with argv branches only (docs/guide.md, "What a shell branch sees"). */
 export function shellBranchRefusal(label: string): string {
   return `${label}: shell branches (-b, split { }) run only from the session shell; ` +
     "from a job or a split branch use argv branches: ::: LABEL CMD [ARG...]";
@@ -205,14 +211,14 @@ function record(
 /** `marsh split`: runs a split over the creator's connection. */
 export async function create(
   cx: SplitContext,
-  conn: Conn,
+  conn: SplitConn,
   req: SplitCreateRequest,
 ): Promise<void> {
   const { journal, splitfs, log } = cx.d;
   if (cx.stopping) throw new RequestError(2, "the daemon is stopping");
   validate(cx, req, conn.authority);
   const kits = resolveKits(cx, req);
-  // A branch's or a job's split is taken of its own fork (docs/engine.md, "Nested splits").
+  // A branch's or a job's split is taken of its own fork (docs/guide.md, "Life of a split").
   const source = conn.authority.kind === "host"
     ? null
     : { split: conn.authority.split, label: conn.authority.label };
@@ -374,7 +380,7 @@ export async function create(
  */
 async function receiveSpool(
   cx: SplitContext,
-  conn: Conn,
+  conn: SplitConn,
   live: LiveSplit,
 ): Promise<string | undefined> {
   Deno.mkdirSync(`${cx.d.home}/${SPOOL_DIR}`, { recursive: true, mode: 0o700 });
@@ -414,7 +420,7 @@ async function receiveSpool(
  * the split, and so does a dropped stream while it runs. Its end also
  * starts the lease of a split that finished (see `finishAwait`).
  */
-function watchCreator(cx: SplitContext, conn: Conn, live: LiveSplit): void {
+function watchCreator(cx: SplitContext, conn: SplitConn, live: LiveSplit): void {
   void (async () => {
     for (;;) {
       const frame = await conn.next();

@@ -2,7 +2,7 @@
  * Join: a held split handed to its creator's consumer (rendering, `join
  * --`, release), and what reads a held split (its `out/` files). A held
  * split's descriptors are reopened in the split-filesystem service first
- * (docs/guide.md, "Joining"; docs/engine.md, "Removal").
+ * (docs/guide.md, "marsh join"; docs/engine.md, "Removal").
  *
  * @module
  */
@@ -12,14 +12,14 @@ import type { SplitRecord } from "../journal/records.ts";
 import type { JoinRequest } from "../protocol/daemon.ts";
 import { SplitfsError } from "../splitfs/client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
-import type { Authority, Conn } from "./conn.ts";
+import type { Authority } from "./conn.ts";
 import { creatorOf, sameCreator } from "./creator.ts";
 import { consumerEnv } from "./join_env.ts";
 import { writeJoinObjects } from "./join_objects.ts";
 import { completeOut } from "./join_out.ts";
 import { keptWork } from "./manifest.ts";
 import { RequestError } from "./request_error.ts";
-import type { LiveSplit, SplitContext } from "./split_context.ts";
+import type { LiveSplit, SplitConn, SplitContext } from "./split_context.ts";
 import { moveSplit } from "./split_moves.ts";
 
 /**
@@ -98,7 +98,7 @@ function refusal(id: string, error: unknown): RequestError {
 }
 
 /** `marsh join`: rendering, consumer, release. */
-export async function join(cx: SplitContext, conn: Conn, req: JoinRequest): Promise<void> {
+export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest): Promise<void> {
   const { journal, splitfs } = cx.d;
   const s = journal.getSplit(req.id);
   if (!s) throw new RequestError(2, `no split ${req.id}`);

@@ -53,7 +53,10 @@ export function newAttempt(cx: SplitContext, live: LiveSplit, b: LiveBranch): At
   return attempt;
 }
 
-/** Records the end of a branch whose settlement failed, so the split still ends. */
+/**
+ * Settles `b` on the worker's `settled` event; a settlement that throws is
+ * logged and the branch still counts as ended, so the split can end.
+ */
 export function settle(cx: SplitContext, live: LiveSplit, b: LiveBranch, attempt: AttemptRef) {
   settled(cx, live, b, attempt).catch((error) => {
     cx.d.log.info(`split ${live.id}/${b.label}: settle failed: ${error?.stack ?? error}`);
@@ -170,7 +173,7 @@ export async function launchShell(
  * branch failed and its slot frees. After it, processes may still live: the
  * branch is uncertain, its fork untrusted, its slot held until reset.
  */
-export function attemptLost(cx: SplitContext, live: LiveSplit, b: LiveBranch, message: string) {
+function attemptLost(cx: SplitContext, live: LiveSplit, b: LiveBranch, message: string) {
   const { journal, log } = cx.d;
   const label = b.label;
   log.info(`split ${live.id}/${label}: worker: ${message}`);

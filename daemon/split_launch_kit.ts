@@ -76,7 +76,7 @@ export async function launchKit(
     const value = callerEnv[name];
     if (value !== undefined) env[name] = value;
   }
-  // The job's capability (docs/kits.md, "The job capability"): its socket
+  // The job's capability (docs/kits.md, "The job capability: how `/run/marsh` is made"): its socket
   // and its /run/marsh. A failed setup fails the attempt; a job never runs without one.
   let cap: KitCap;
   try {

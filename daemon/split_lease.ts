@@ -3,7 +3,7 @@
  * SIGKILL to every branch), a stop of one branch (a cancel, its time limit),
  * the captured-output limit that cancels, the lease that keeps an awaiting
  * split nobody joins, and what `marsh logs` follows of a running branch
- * (docs/guide.md, "Cancelling" and "Watching and stopping a branch").
+ * (docs/guide.md, "Life of a split" and "Watching and stopping a branch").
  *
  * @module
  */

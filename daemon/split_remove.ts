@@ -1,7 +1,7 @@
 /**
  * Removal and listing: `marsh splits rm` of a split that no longer runs,
  * `marsh splits`, the leases of awaiting splits found at start-up, and the
- * daemon's stop (docs/guide.md, "Removing splits"; docs/engine.md,
+ * daemon's stop (docs/guide.md, "Housekeeping"; docs/engine.md,
  * "Removal").
  *
  * @module

@@ -41,7 +41,7 @@ function exitStatus(code: number | null, signal: string | null): string {
 /**
  * A branch's (or its job's) end: its socket closes, its capability is
  * revoked, and every split it created that still runs is cancelled
- * (docs/engine.md, "Nested splits").
+ * (docs/guide.md, "Life of a split").
  */
 export function revoke(cx: SplitContext, live: LiveSplit, b: LiveBranch): void {
   const { journal, sockets } = cx.d;

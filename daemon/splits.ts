@@ -1,5 +1,5 @@
 /**
- * The split state machine (docs/engine.md, "A split, step by step"): create
+ * The split state machine (docs/guide.md, "Life of a split"): create
  * → snapshot → forks → branches → capture → await → joined | kept, or
  * cancelled; every journal record is written before the effect it
  * describes. This is its face for the server; each responsibility is its
@@ -23,14 +23,20 @@
  */
 
 import type { JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
-import type { Authority, Conn } from "./conn.ts";
-import { SplitContext, type SplitDeps } from "./split_context.ts";
+import type { Authority } from "./conn.ts";
+import { type SplitConn, SplitContext, type SplitDeps } from "./split_context.ts";
 import { create } from "./split_create.ts";
 import { join, readOut } from "./split_join.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
 
-export type { BranchSockets, ServiceLink, SplitDeps, WorkerPort } from "./split_context.ts";
+export type {
+  BranchSockets,
+  ServiceLink,
+  SplitConn,
+  SplitDeps,
+  WorkerPort,
+} from "./split_context.ts";
 export { type Settings, settingsFromEnv } from "./split_settings.ts";
 export { shellBranchRefusal } from "./split_create.ts";
 
@@ -43,7 +49,7 @@ export class Splits {
   }
 
   /** `marsh split`: runs a split over the creator's connection. */
-  create(conn: Conn, req: SplitCreateRequest): Promise<void> {
+  create(conn: SplitConn, req: SplitCreateRequest): Promise<void> {
     return create(this.#cx, conn, req);
   }
 
@@ -76,7 +82,7 @@ export class Splits {
   }
 
   /** `marsh join`: rendering, consumer, release. */
-  join(conn: Conn, req: JoinRequest): Promise<void> {
+  join(conn: SplitConn, req: JoinRequest): Promise<void> {
     return join(this.#cx, conn, req);
   }
 

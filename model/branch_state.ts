@@ -9,7 +9,7 @@
  * @module
  */
 
-/** Branch states (docs/engine.md, "The journal"). */
+/** Branch states (docs/architecture.md, "The state machines"). */
 export const BRANCH_STATES = [
   "pending",
   "running",

@@ -8,7 +8,7 @@
  * @module
  */
 
-/** Split states (docs/engine.md, "The journal"). */
+/** Split states (docs/architecture.md, "The state machines"). */
 export const SPLIT_STATES = ["run", "await", "joined", "kept", "cancelled", "uncertain"] as const;
 /** A split's state. */
 export type SplitState = typeof SPLIT_STATES[number];

@@ -34,7 +34,11 @@ export function joinObjectsDir(s: SplitRecord): string {
  * @throws {SplitfsError} `replaced`: the workspace was replaced
  */
 export async function writeJoinObjects(
-  d: { readonly journal: Journal; readonly splitfs: SplitfsService; readonly log: Log },
+  d: {
+    readonly journal: Journal;
+    readonly splitfs: Pick<SplitfsService, "request">;
+    readonly log: Log;
+  },
   s: SplitRecord,
 ): Promise<string | null> {
   if (s.git === null) return null;

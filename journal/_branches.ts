@@ -29,6 +29,7 @@ import {
   type CapabilityRecord,
   isBranchState,
 } from "./records.ts";
+import { branchMayMove } from "../model/branch_state.ts";
 
 /**
  * Records a split's branches, all or none.
@@ -128,7 +129,7 @@ export function transitionBranch(
   to: BranchState,
   patch: BranchPatch = {},
 ): boolean {
-  checkStates(from, to, isBranchState, "branch");
+  checkStates(from, to, isBranchState, "branch", branchMayMove);
   const cols = { ...branchPatchColumns(mutable(patch, BRANCH_MUTABLE, "branch")), state: to };
   return c.write("transition branch", () => {
     const key = { k_split: splitId, k_label: label };

@@ -174,18 +174,30 @@ export function mutable<P extends object>(patch: P, allowed: readonly string[], 
   return patch;
 }
 
-/** Refuses an empty `from` or a state `known` does not know, with a `TypeError`. */
+/**
+ * Refuses an empty `from`, a state `known` does not know, or a move the
+ * transition table (`model/split_state.ts`, `model/branch_state.ts`) does
+ * not allow, with a `TypeError`.
+ */
 export function checkStates<S extends string>(
   from: readonly S[],
   to: S,
   known: (x: unknown) => boolean,
   what: string,
+  mayMove: (from: S, to: S) => boolean,
 ): void {
   if (from.length === 0) {
     throw new TypeError(`A ${what} transition needs at least one "from" state`);
   }
   for (const s of [...from, to]) {
     if (!known(s)) throw new TypeError(`Unknown ${what} state: ${JSON.stringify(s)}`);
+  }
+  for (const s of from) {
+    if (!mayMove(s, to)) {
+      throw new TypeError(
+        `A ${what} cannot move from ${JSON.stringify(s)} to ${JSON.stringify(to)}`,
+      );
+    }
   }
 }
 

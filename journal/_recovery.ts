@@ -8,6 +8,8 @@
 
 import type { Connection } from "./_connection.ts";
 import type { RecoveryReport } from "./records.ts";
+import { BRANCH_TRANSITIONS } from "../model/branch_state.ts";
+import { SPLIT_TRANSITIONS } from "../model/split_state.ts";
 
 /** The reason recorded on splits that a restart settled. */
 export const RESTART_REASON = "daemon restarted";
@@ -29,21 +31,23 @@ export function recoverAfterRestart(c: Connection, nowMs: number): RecoveryRepor
   return c.write("recover after restart", () => {
     const splits = c.all(
       `SELECT id, state FROM splits WHERE state IN ('run', 'await') ORDER BY created_ms, rowid`,
-    ).map((r) => ({
-      id: String(r.id),
-      from: r.state === "run" ? "run" as const : "await" as const,
-      to: r.state === "run" ? "uncertain" as const : "kept" as const,
-    }));
+    ).map((r) => {
+      const from = r.state === "run" ? "run" as const : "await" as const;
+      return { id: String(r.id), from, to: restartTarget(SPLIT_TRANSITIONS[from].restart) };
+    });
     const branches = c.all(
       `SELECT b.split, b.label, b.state, b.fork FROM branches b JOIN splits s ON s.id = b.split
        WHERE b.state IN ('running', 'pending') ORDER BY s.created_ms, s.rowid, b.idx`,
-    ).map((r) => ({
-      split: String(r.split),
-      label: String(r.label),
-      from: r.state === "running" ? "running" as const : "pending" as const,
-      to: r.state === "running" ? "uncertain" as const : "cancelled" as const,
-      fork: String(r.fork),
-    }));
+    ).map((r) => {
+      const from = r.state === "running" ? "running" as const : "pending" as const;
+      return {
+        split: String(r.split),
+        label: String(r.label),
+        from,
+        to: restartTarget(BRANCH_TRANSITIONS[from].restart),
+        fork: String(r.fork),
+      };
+    });
     const revokedCapabilities = c.all(
       "SELECT id FROM capabilities WHERE state = 'live' ORDER BY created_ms, id",
     ).map((r) => String(r.id));
@@ -86,4 +90,10 @@ export function recoverAfterRestart(c: Connection, nowMs: number): RecoveryRepor
     );
     return { atMs: nowMs, splits, branches, revokedCapabilities, jobs };
   });
+}
+
+/** The state the transition table gives `restart`; a table without it is a programming error. */
+function restartTarget<S extends string>(to: S | undefined): S {
+  if (to === undefined) throw new TypeError("The transition table has no restart move");
+  return to;
 }

@@ -23,6 +23,7 @@ import {
   type SplitRecord,
   type SplitState,
 } from "./records.ts";
+import { splitMayMove } from "../model/split_state.ts";
 
 /** Records a new split. @throws {Deno.errors.AlreadyExists} for a known id. */
 export function createSplit(c: Connection, rec: SplitRecord): void {
@@ -70,7 +71,7 @@ export function transitionSplit(
   to: SplitState,
   patch: SplitPatch = {},
 ): boolean {
-  checkStates(from, to, isSplitState, "split");
+  checkStates(from, to, isSplitState, "split", splitMayMove);
   const cols = { ...splitPatchColumns(mutable(patch, SPLIT_MUTABLE, "split")), state: to };
   return c.write("transition split", () => {
     const current = c.get("SELECT state FROM splits WHERE id = :id", { id });

@@ -85,6 +85,22 @@ Deno.test({ name: "updateSplit changes only the fields given", permissions }, ()
   assert.equal(j.getSplit("s1")?.state, "run");
 });
 
+Deno.test({
+  name: "a move the transition table (model/) does not allow is refused before any write",
+  permissions,
+}, () => {
+  using j = open();
+  j.createSplit(sampleSplit("s1"));
+  j.addBranches("s1", [sampleBranch("s1", "a", 0)]);
+  // The state matches "from", so only the table can refuse these.
+  assert.throws(() => j.transitionSplit("s1", ["run"], "joined"), TypeError);
+  assert.throws(() => j.transitionSplit("s1", ["run", "await"], "cancelled"), TypeError);
+  assert.throws(() => j.transitionBranch("s1", "a", ["pending"], "captured"), TypeError);
+  assert.throws(() => j.transitionBranch("s1", "a", ["pending"], "uncertain"), TypeError);
+  assert.equal(j.getSplit("s1")?.state, "run");
+  assert.equal(j.getBranch("s1", "a")?.state, "pending");
+});
+
 Deno.test({ name: "transitionSplit is a compare-and-set", permissions }, () => {
   using j = open();
   j.createSplit(sampleSplit("s1"));

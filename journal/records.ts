@@ -6,23 +6,12 @@
  * @module
  */
 
-/** Split states (spec 000 §12): `run -> await -> joined | kept`, `run -> cancelled`, or `uncertain` after a restart. */
-export const SPLIT_STATES = ["run", "await", "joined", "kept", "cancelled", "uncertain"] as const;
-/** A split's state. */
-export type SplitState = typeof SPLIT_STATES[number];
+import type { SplitState } from "../model/split_state.ts";
+import type { BranchState } from "../model/branch_state.ts";
 
-/** Branch states (spec 000 §12). */
-export const BRANCH_STATES = [
-  "pending",
-  "running",
-  "captured",
-  "rejected",
-  "failed",
-  "cancelled",
-  "uncertain",
-] as const;
-/** A branch's state. */
-export type BranchState = typeof BRANCH_STATES[number];
+// The states and their one transition table are domain rules: model/.
+export { isSplitState, SPLIT_STATES, type SplitState } from "../model/split_state.ts";
+export { BRANCH_STATES, type BranchState, isBranchState } from "../model/branch_state.ts";
 
 /** Capability states (spec 000 §4). */
 export const CAPABILITY_STATES = ["live", "revoked"] as const;
@@ -74,16 +63,6 @@ export type JobState = typeof JOB_STATES[number];
 export const JOB_CLEANUPS = ["none", "live", "removed", "uncertain"] as const;
 /** A Kit job's cleanup state. */
 export type JobCleanup = typeof JOB_CLEANUPS[number];
-
-/** Returns whether `x` is a split state string. */
-export function isSplitState(x: unknown): x is SplitState {
-  return typeof x === "string" && (SPLIT_STATES as readonly string[]).includes(x);
-}
-
-/** Returns whether `x` is a branch state string. */
-export function isBranchState(x: unknown): x is BranchState {
-  return typeof x === "string" && (BRANCH_STATES as readonly string[]).includes(x);
-}
 
 /** Returns whether `x` is a capability state string. */
 export function isCapabilityState(x: unknown): x is CapabilityState {
@@ -311,13 +290,13 @@ export interface RecoveryReport {
   readonly splits: readonly {
     readonly id: string;
     readonly from: "run" | "await";
-    readonly to: "uncertain" | "kept";
+    readonly to: SplitState;
   }[];
   readonly branches: readonly {
     readonly split: string;
     readonly label: string;
     readonly from: "running" | "pending";
-    readonly to: "uncertain" | "cancelled";
+    readonly to: BranchState;
     /** Kept on disk; an uncertain branch's fork is untrusted. */
     readonly fork: string;
   }[];
@@ -332,7 +311,7 @@ export interface RecoveryReport {
     readonly kit: string;
     readonly split: string;
     readonly label: string;
-    readonly to: "uncertain" | "cancelled";
+    readonly to: BranchState;
     /** The container's id when it was known. */
     readonly container: string | null;
   }[];

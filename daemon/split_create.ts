@@ -1,0 +1,434 @@
+/**
+ * Creation: a `marsh split` request validated, the split and every branch
+ * (and an argv branch's job) journaled before anything runs, the spool
+ * received, the snapshot and the forks made, every branch launched, and the
+ * split settled (docs/guide.md, "Life of a split").
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import type { KitRecord } from "../model/kit_rules.ts";
+import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
+import { labelProblem } from "../model/layout.ts";
+import { SPOOL_DIR } from "../protocol/control_dir.ts";
+import type { SplitCreateRequest } from "../protocol/daemon.ts";
+import { isWithin } from "../protocol/kit_launch.ts";
+import type { CreatedReply, ForkedReply, LocatedReply } from "../protocol/splitfs.ts";
+import { SplitfsError } from "../splitfs/client.ts";
+import { filterEnv } from "../model/env_filter.ts";
+import { timeLimitProblem } from "./branch_controls.ts";
+import type { Authority } from "./conn.ts";
+import { creatorOf } from "./creator.ts";
+import { checkArgvBranches } from "./kit_names.ts";
+import { MAX_BRANCHES, MAX_DEPTH, SPOOL_LIMIT } from "../model/limits.ts";
+import { RequestError } from "./request_error.ts";
+import { branchCwd } from "./shell_view.ts";
+import {
+  LiveBranch,
+  LiveSplit,
+  newId,
+  type SplitConn,
+  type SplitContext,
+} from "./split_context.ts";
+import { launchShell } from "./split_launch.ts";
+import { launchKit } from "./split_launch_kit.ts";
+import { cancel, checkOutput } from "./split_lease.ts";
+import { OUTPUT_POLL_MS } from "./split_settings.ts";
+import { finishAwait, finishCancelled, setupFailed } from "./split_settle.ts";
+
+/** A job or a split branch splits with argv branches only (docs/guide.md, "What a shell branch sees"). */
+export function shellBranchRefusal(label: string): string {
+  return `${label}: shell branches (-b, split { }) run only from the session shell; ` +
+    "from a job or a split branch use argv branches: ::: LABEL CMD [ARG...]";
+}
+
+/** Validates a create request; throws {@linkcode RequestError} with status 2. */
+function validate(cx: SplitContext, req: SplitCreateRequest, auth: Authority): void {
+  if (req.branches.length === 0) throw new RequestError(2, "a split needs at least one branch");
+  if (req.branches.length > MAX_BRANCHES) {
+    throw new RequestError(
+      2,
+      `too many branches: ${req.branches.length} (at most ${MAX_BRANCHES} per split)`,
+    );
+  }
+  const seen = new Set<string>();
+  for (const b of req.branches) {
+    const problem = labelProblem(b.label);
+    if (problem) throw new RequestError(2, problem);
+    if (seen.has(b.label)) throw new RequestError(2, `duplicate label "${b.label}"`);
+    seen.add(b.label);
+    const limit = timeLimitProblem(b);
+    if (limit) throw new RequestError(2, limit);
+  }
+  if (auth.kind === "branch" || auth.kind === "job") {
+    const shell = req.branches.find((b) => b.kind === "shell");
+    if (shell) throw new RequestError(2, shellBranchRefusal(shell.label));
+    const parent = cx.d.journal.getSplit(auth.split);
+    if ((parent?.depth ?? 1) + 1 > MAX_DEPTH) {
+      throw new RequestError(2, `depth limit ${MAX_DEPTH} reached`);
+    }
+  }
+  if (auth.kind === "job" && !isWithin(req.cwd, auth.fork)) {
+    // The job's view is its fork: a split of anything else is not its to make.
+    throw new RequestError(
+      2,
+      `a job splits its own fork: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
+    );
+  }
+  const unknown = checkArgvBranches(req.branches, cx.d.journal);
+  if (unknown !== null) throw new RequestError(2, unknown);
+}
+
+/**
+ * The registration of every argv branch's Kit, resolved once at create:
+ * a later `kits rm` or `--replace` does not change a running split.
+ */
+function resolveKits(cx: SplitContext, req: SplitCreateRequest): Map<string, KitRecord> {
+  const kits = new Map<string, KitRecord>();
+  for (const b of req.branches) {
+    if (b.kind !== "argv" || kits.has(b.argv[0]!)) continue;
+    const kit = cx.d.journal.getKit(b.argv[0]!);
+    if (kit === null) {
+      // Removed since the check: refuse the same way.
+      throw new RequestError(2, checkArgvBranches([b], cx.d.journal) ?? `unknown Kit command`);
+    }
+    kits.set(kit.name, kit);
+  }
+  return kits;
+}
+
+/** Where a branch's CLI is, as the split-filesystem service sees it (`branchCwd`). */
+function callerCwd(cx: SplitContext, auth: Authority, cwd: string): string {
+  if (auth.kind !== "branch") return cwd;
+  const branch = cx.d.journal.getBranch(auth.split, auth.label);
+  const parent = cx.d.journal.getSplit(auth.split);
+  return branch && parent ? branchCwd(cwd, branch, parent.root) : cwd;
+}
+
+/** The records of a new split, every branch and every argv branch's job, all before anything runs. */
+function record(
+  cx: SplitContext,
+  req: SplitCreateRequest,
+  auth: Authority,
+  id: string,
+  located: LocatedReply,
+): { split: SplitRecord; session: string; jobIds: Map<string, string> } {
+  const { journal } = cx.d;
+  const session = auth.kind === "host" ? "host" : auth.session;
+  const parentSplit = auth.kind !== "host" ? journal.getSplit(auth.split) : null;
+  const now = Date.now();
+  const split: SplitRecord = {
+    id,
+    creator: creatorOf(auth),
+    session,
+    parent: auth.kind !== "host" ? { split: auth.split, label: auth.label } : null,
+    depth: parentSplit ? parentSplit.depth + 1 : 1,
+    root: located.root,
+    dir: `${located.root}/.marsh/split/${id}`,
+    cwd: located.cwd,
+    cap: `${id}/cap`,
+    state: "run",
+    status: null,
+    reason: null,
+    identity: null,
+    git: null,
+    createdMs: now,
+    finishedMs: null,
+    timing: {},
+    withIgnored: req.withIgnored,
+    rootId: null,
+  };
+  journal.createSplit(split);
+  journal.createCapability({
+    id: split.cap,
+    split: id,
+    label: null,
+    holder: auth.kind === "host"
+      ? "host"
+      : auth.kind === "job"
+      ? `job:${auth.job}`
+      : `session:${auth.session}`,
+    state: "live",
+    createdMs: now,
+    revokedMs: null,
+  });
+  // Every requested branch (and an argv branch's job) is on record before
+  // anything runs: a restart reports the ones that never started as cancelled.
+  const jobIds = new Map<string, string>();
+  for (const b of req.branches) if (b.kind === "argv") jobIds.set(b.label, newId());
+  const branchRecords = req.branches.map((b, index): BranchRecord => ({
+    split: id,
+    label: b.label,
+    index,
+    kind: b.kind,
+    placement: b.kind === "shell" ? "shell-vm" : `kit:${b.argv[0]}`,
+    run: b.kind === "shell" ? b.script : b.argv,
+    state: "pending",
+    status: null,
+    code: null,
+    jobId: jobIds.get(b.label) ?? null,
+    files: 0,
+    trust: null,
+    fork: `${split.dir}/${b.label}`,
+    forkIdentity: null,
+    forkStrategy: null,
+    attempt: null,
+    startedMs: null,
+    finishedMs: null,
+    result: null,
+    mechanism: null,
+    view: null,
+    viewReason: null,
+  }));
+  journal.immediate(() => {
+    journal.addBranches(id, branchRecords);
+    for (const b of req.branches) {
+      if (b.kind !== "argv") continue;
+      const job: JobRecord = {
+        id: jobIds.get(b.label)!,
+        kit: b.argv[0]!,
+        args: b.argv,
+        split: id,
+        label: b.label,
+        session,
+        state: "queued",
+        cleanup: "none",
+        attempt: null,
+        container: null,
+        status: null,
+        code: null,
+        createdMs: now,
+        startedMs: null,
+        finishedMs: null,
+      };
+      journal.addJob(job);
+    }
+  });
+  return { split, session, jobIds };
+}
+
+/** `marsh split`: runs a split over the creator's connection. */
+export async function create(
+  cx: SplitContext,
+  conn: SplitConn,
+  req: SplitCreateRequest,
+): Promise<void> {
+  const { journal, splitfs, log } = cx.d;
+  if (cx.stopping) throw new RequestError(2, "the daemon is stopping");
+  validate(cx, req, conn.authority);
+  const kits = resolveKits(cx, req);
+  // A branch's or a job's split is taken of its own fork (docs/guide.md, "Life of a split").
+  const source = conn.authority.kind === "host"
+    ? null
+    : { split: conn.authority.split, label: conn.authority.label };
+  // A branch with the project view reports its cwd under the project root.
+  const cwd = callerCwd(cx, conn.authority, req.cwd);
+  let located: LocatedReply;
+  try {
+    located = await splitfs.request<LocatedReply>({
+      v: 1,
+      t: "locate",
+      cwd,
+      ...(source ? { parent: source } : {}),
+    });
+  } catch (error) {
+    throw new RequestError(2, error instanceof SplitfsError ? error.message : String(error));
+  }
+  const id = newId();
+  const auth = conn.authority;
+  // The creator may have ended while the project was located: a branch's or
+  // a job's split is recorded only under a live capability (docs/kits.md).
+  if (
+    auth.kind !== "host" && journal.getCapability(`${auth.split}/${auth.label}`)?.state !== "live"
+  ) {
+    throw new RequestError(
+      125,
+      "the capability of this caller was revoked: its branch or job ended",
+    );
+  }
+  const { split, session, jobIds } = record(cx, req, auth, id, located);
+  const live = new LiveSplit(id, session, { kind: "running" });
+  cx.live.set(id, live);
+  live.creatorConn = conn;
+  log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
+  await conn.send({ v: 1, t: "split.accepted", id });
+  live.deadlineTimer = setTimeout(
+    () => cancel(cx, id, `deadline of ${Math.round(cx.d.settings.deadlineMs / 1000)} s reached`),
+    cx.d.settings.deadlineMs,
+  );
+
+  // The spool is read to EOF before the snapshot.
+  const spool = req.spool ? await receiveSpool(cx, conn, live) : null;
+  if (spool === undefined || live.cancelReason) return finishCancelled(cx, live, spool ?? null);
+  watchCreator(cx, conn, live);
+
+  await cx.pause("before-snapshot");
+  let created: CreatedReply;
+  try {
+    created = await splitfs.request<CreatedReply>(
+      {
+        v: 1,
+        t: "create",
+        id,
+        cwd,
+        env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
+        withIgnored: req.withIgnored,
+        // A fork mounted in the service's own namespace is invisible to the
+        // engine: a split with argv branches takes copies there.
+        forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : cx.d.settings.forks,
+        ...(source ? { parent: source } : {}),
+      },
+      undefined,
+      (p) => {
+        void conn.send({
+          v: 1,
+          t: "notice",
+          progress: true,
+          message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
+        });
+      },
+    );
+  } catch (error) {
+    return setupFailed(cx, live, spool, error, false);
+  }
+  live.open = true;
+  if (created.root !== located.root) {
+    // The tree moved between locate and snapshot: the journaled root is wrong.
+    return setupFailed(
+      cx,
+      live,
+      spool,
+      new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
+      true,
+    );
+  }
+  live.timing.snapshot = created.snapshot.ms;
+  if (created.snapshot.untrusted) {
+    // A layer changed after its seal is never a base again (docs/engine.md).
+    const message = `marsh split: ${created.snapshot.untrusted}; ` +
+      "it was not used: this split's base is a fresh copy of the tree";
+    log.info(`split ${id}: ${message}`);
+    void conn.send({ v: 1, t: "notice", message });
+  }
+  journal.updateSplit(id, {
+    identity: created.identity,
+    git: created.git,
+    timing: { ...live.timing },
+    rootId: created.snapshot.rootId,
+  });
+  await cx.pause("after-snapshot");
+
+  const t0 = performance.now();
+  for (const [index, spec] of req.branches.entries()) {
+    if (live.cancelReason) break;
+    let f: ForkedReply;
+    try {
+      f = await splitfs.request<ForkedReply>(
+        { v: 1, t: "fork", id, label: spec.label },
+        undefined,
+        (p) => {
+          void conn.send({
+            v: 1,
+            t: "notice",
+            progress: true,
+            message: `fork ${spec.label}: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
+          });
+        },
+      );
+      journal.updateBranch(id, spec.label, {
+        forkIdentity: f.identity,
+        forkStrategy: f.strategy,
+      });
+    } catch (error) {
+      return setupFailed(cx, live, spool, error, true);
+    }
+    live.branches.set(
+      spec.label,
+      new LiveBranch(
+        spec,
+        index,
+        `${split.dir}/${spec.label}`,
+        f.strategy,
+        spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
+        jobIds.get(spec.label) ?? null,
+      ),
+    );
+  }
+  live.timing.forks = Math.round(performance.now() - t0);
+  journal.updateSplit(id, { timing: { ...live.timing } });
+
+  const runStart = performance.now();
+  const env = filterEnv(req.env);
+  live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
+  for (const b of live.branches.values()) {
+    if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
+    else await launchShell(cx, live, split, b, env, spool);
+  }
+  await cx.pause("mid-run");
+  await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
+  live.timing.run = Math.round(performance.now() - runStart);
+  await cx.pause("after-capture");
+  if (live.cancelReason) return finishCancelled(cx, live, spool);
+  await finishAwait(cx, live, spool);
+}
+
+/**
+ * Reads the spool (the creator's stdin) to its end into the control dir.
+ * Returns its path, or undefined when the split was cancelled meanwhile
+ * (the stream dropped, a cancel, the spool limit).
+ */
+async function receiveSpool(
+  cx: SplitContext,
+  conn: SplitConn,
+  live: LiveSplit,
+): Promise<string | undefined> {
+  Deno.mkdirSync(`${cx.d.home}/${SPOOL_DIR}`, { recursive: true, mode: 0o700 });
+  const path = `${cx.d.home}/${SPOOL_DIR}/${live.id}`;
+  using file = Deno.openSync(path, { write: true, createNew: true, mode: 0o600 });
+  let size = 0;
+  let reason: string;
+  for (;;) {
+    const frame = await conn.next();
+    if (frame === null) {
+      reason = "the creator's stream was dropped";
+      break;
+    }
+    if (frame.t === "split.cancel") {
+      reason = "cancelled by the creator";
+      break;
+    }
+    if (frame.t === "spool.end") return path;
+    if (frame.t !== "spool") continue;
+    const bytes = Buffer.from(frame.data, "base64");
+    size += bytes.length;
+    if (size > SPOOL_LIMIT) {
+      reason = "spool limit of 64 MiB exceeded";
+      break;
+    }
+    file.writeSync(bytes);
+  }
+  // The first reason wins: a cancel may have come in while the spool was read.
+  if (!live.cancelReason) live.move({ kind: "cancelling", reason });
+  // No branch will read a cancelled spool: it must not stay in the control dir.
+  Deno.removeSync(path);
+  return undefined;
+}
+
+/**
+ * Reads the create stream after the spool: `split.cancel` (Ctrl-C) cancels
+ * the split, and so does a dropped stream while it runs. Its end also
+ * starts the lease of a split that finished (see `finishAwait`).
+ */
+function watchCreator(cx: SplitContext, conn: SplitConn, live: LiveSplit): void {
+  void (async () => {
+    for (;;) {
+      const frame = await conn.next();
+      if (frame === null) {
+        cancel(cx, live.id, "the creator's stream was dropped");
+        return;
+      }
+      if (frame.t === "split.cancel") cancel(cx, live.id, "cancelled by the creator");
+    }
+  })();
+}

@@ -29,6 +29,7 @@ import {
 import type { Dir, Stat } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
 import { MAX_PACKED_REFS_BYTES } from "./git_source.ts";
+import { phaseEnd, phaseStart } from "./phase_times.ts";
 
 export { SHARED_INDEX_NAME } from "./admin_rules.ts";
 
@@ -56,6 +57,10 @@ export interface AdminSpec {
 }
 
 const enc = new TextEncoder();
+/** Phases (see `phase_times.ts`): a fork's admin dir, its index copy, its gitfile. */
+export const PHASE_ADMIN = "fork admin dir";
+export const PHASE_INDEX = "fork index copy";
+export const PHASE_GITFILE = "fork gitfile";
 
 /** The exact bytes of every file that must stay as written, by path under the admin dir. */
 export function fixedFiles(spec: AdminSpec): Map<string, Uint8Array> {
@@ -117,11 +122,14 @@ export function indexFiles(spec: AdminSpec): Map<string, Uint8Array> {
  */
 export function writeAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpec): void {
   writeAdminDir(admins, label, spec);
+  const t = phaseStart();
   fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
+  phaseEnd(PHASE_GITFILE, t);
 }
 
 /** Writes `.admin/<label>/` under `admins` as {@linkcode writeAdmin} does, without the gitfile. */
 export function writeAdminDir(admins: Dir, label: string, spec: AdminSpec): void {
+  let t = phaseStart();
   admins.mkdir(label, 0o755);
   using admin = admins.openDir(label);
   for (const [path, bytes] of fixedFiles(spec)) {
@@ -145,7 +153,10 @@ export function writeAdminDir(admins: Dir, label: string, spec: AdminSpec): void
     refs.ensureDir("tags").close();
     if (spec.head) heads.writeNewFile("marsh-split", enc.encode(`${spec.head}\n`), 0o644);
   }
+  phaseEnd(PHASE_ADMIN, t);
+  t = phaseStart();
   for (const [name, bytes] of indexFiles(spec)) admin.writeNewFile(name, bytes, 0o644);
+  phaseEnd(PHASE_INDEX, t);
 }
 
 /**

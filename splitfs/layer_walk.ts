@@ -38,6 +38,7 @@ import {
   type Written,
 } from "./layer_write.ts";
 import { passInvalid } from "./non_utf8.ts";
+import { phaseEnd, phaseStart } from "./phase_times.ts";
 import {
   GITIGNORE,
   isGitName,
@@ -79,6 +80,11 @@ export interface SnapshotCounts extends SnapshotStats {
   /** Files and symlinks whose recorded stat matched, so they were not read. */
   readonly reused: number;
 }
+
+/** The walk's phase (see `phase_times.ts`): reading and hashing changed files and symlinks. */
+export const PHASE_READ = "layer walk: read and hash";
+/** The walk's phase: writing them into the new layer (with the directories made for them). */
+export const PHASE_WRITE = "layer walk: write";
 
 /** What a walk found and wrote. */
 export interface WalkResult {
@@ -471,7 +477,9 @@ function visit(w: WalkDirState, name: string, pi: number): Visit {
     count(ctx, s);
     return SAME;
   }
+  const readStart = phaseStart();
   const read = s.kind === "file" ? readStable(ctx.out, src, name, path) : readLink(src, name, path);
+  phaseEnd(PHASE_READ, readStart);
   if (read === null) return gone(w, name, pi);
   const after = read.st;
   const afterMode = kindCode(after.kind) * 0x10000 + after.perm;
@@ -495,7 +503,9 @@ function visit(w: WalkDirState, name: string, pi: number): Visit {
   } else {
     w.treeDirty = true;
   }
+  const writeStart = phaseStart();
   writeEntry(ctx.out, w.out, name, read, ctx.written);
+  phaseEnd(PHASE_WRITE, writeStart);
   ctx.stats.copied++;
   ctx.progress?.(ctx.stats);
   return {

@@ -93,11 +93,24 @@ import {
 } from "./layer_walk.ts";
 import { HEAD_SUFFIX, INDEX, isErrno, LayersDir, writeDurable } from "./layers_dir.ts";
 import type { StatIndex } from "./old_tree.ts";
+import { phaseEnd, phaseStart } from "./phase_times.ts";
 
 export type { LayerSnapshotOptions, SnapshotCounts } from "./layer_walk.ts";
 export { releaseIndexCache } from "./layers_dir.ts";
 export { DATA, LAYER_ID, LayerError, SEALED };
+export { PHASE_READ, PHASE_WRITE } from "./layer_walk.ts";
 const EMPTY_DIR = ".empty";
+
+/** A snapshot's phases, as `phase_times.ts` records them (bench/breakdown_snapshot.ts prints them). */
+export const PHASE = {
+  head: "layer store: probe and head",
+  walk: "layer walk",
+  check: "layer seal check",
+  records: "layer stat records",
+  index: "layer index and meta",
+  sync: "layer syncfs",
+  seal: "layer seal and head",
+} as const;
 const DEFAULT_MAX_DEPTH = 32;
 const enc = new TextEncoder();
 
@@ -195,16 +208,22 @@ export class LayerStore implements Disposable {
     if (!Number.isSafeInteger(maxDepth) || maxDepth < 1) {
       throw new RangeError(`invalid maxDepth: ${maxDepth}`);
     }
+    let t = phaseStart();
     const start = this.#dir.probeTime();
     const ignoreKey = opts.ignore === null ? "none" : opts.ignoreKey ?? null;
     const head = this.#dir.loadHead(opts.chain);
+    phaseEnd(PHASE.head, t);
     let untrusted = head.problem;
     const prev = head.stack;
     if (prev !== null) {
+      t = phaseStart();
       const walk = walkLayer(this.#dir.layers, opts, prev.index, ignoreKey, start);
+      phaseEnd(PHASE.walk, t);
       const reuse = walk.layer === null || prev.top.depth < maxDepth;
       // Checked after the walk: as close as possible to the mount that stacks it.
+      t = phaseStart();
       untrusted = reuse ? this.#dir.checkData(prev.metas) : null;
+      phaseEnd(PHASE.check, t);
       if (reuse && untrusted === null) {
         if (walk.layer === null) {
           // Nothing to write. The refreshed stats (files touched but not changed)
@@ -217,7 +236,9 @@ export class LayerStore implements Disposable {
       }
       if (walk.layer !== null) this.#dir.layers.removeTree(walk.layer);
     }
+    t = phaseStart();
     const walk = walkLayer(this.#dir.layers, opts, null, ignoreKey, start);
+    phaseEnd(PHASE.walk, t);
     const meta = this.#seal(walk.layer as string, walk, opts.chain, null, true);
     return new Snapshot([meta.id], meta.rootId, walk, untrusted);
   }
@@ -348,7 +369,10 @@ export class LayerStore implements Disposable {
     try {
       using wrapper = this.#dir.layers.openDir(id);
       // Recorded after the data's last write (the walk set its directories' bits).
+      let t = phaseStart();
       const data = recordData(wrapper);
+      phaseEnd(PHASE.records, t);
+      t = phaseStart();
       const indexBytes = encodeIndex(walk.index);
       writeDurable(wrapper, INDEX, indexBytes);
       const meta: LayerMeta = {
@@ -370,15 +394,20 @@ export class LayerStore implements Disposable {
       };
       const metaBytes = enc.encode(JSON.stringify(meta, null, 2) + "\n");
       writeDurable(wrapper, META, metaBytes);
+      phaseEnd(PHASE.index, t);
       // The data files are not synced one by one: one syncfs before the seal
       // makes a sealed layer's bytes durable (a torn file would poison every
       // later snapshot that trusts the index).
+      t = phaseStart();
       wrapper.syncFs();
+      phaseEnd(PHASE.sync, t);
+      t = phaseStart();
       writeDurable(wrapper, SEALED, enc.encode(sealOf(metaBytes)));
       // Readable by all, as the data is; writable by the owner (see the module's doc).
       wrapper.chmod(0o755);
       this.#dir.cacheIndex(id, walk.index);
       this.#dir.writeHead(chain, id);
+      phaseEnd(PHASE.seal, t);
       return meta;
     } catch (error) {
       this.#dir.layers.removeTree(id);

@@ -132,26 +132,32 @@ export function writeAdminDir(admins: Dir, label: string, spec: AdminSpec): void
   let t = phaseStart();
   admins.mkdir(label, 0o755);
   using admin = admins.openDir(label);
-  for (const [path, bytes] of fixedFiles(spec)) {
-    const parts = path.split("/");
-    const file = parts.pop()!;
-    let dir = admin.dup();
-    try {
-      for (const part of parts) {
-        const next = dir.ensureDir(part);
-        dir.close();
-        dir = next;
-      }
-      dir.writeNewFile(file, bytes, 0o644);
-    } finally {
-      dir.close();
+  // Each directory made and opened once, by its path under the admin dir.
+  const dirs = new Map<string, Dir>();
+  const dirAt = (path: string): Dir => {
+    if (path === "") return admin;
+    let dir = dirs.get(path);
+    if (dir === undefined) {
+      const slash = path.lastIndexOf("/");
+      dir = dirAt(slash < 0 ? "" : path.slice(0, slash)).ensureDir(path.slice(slash + 1));
+      dirs.set(path, dir);
     }
-  }
-  {
-    using refs = admin.ensureDir("refs");
-    using heads = refs.ensureDir("heads");
-    refs.ensureDir("tags").close();
+    return dir;
+  };
+  try {
+    for (const [path, bytes] of fixedFiles(spec)) {
+      const slash = path.lastIndexOf("/");
+      dirAt(slash < 0 ? "" : path.slice(0, slash)).writeNewFile(
+        path.slice(slash + 1),
+        bytes,
+        0o644,
+      );
+    }
+    // No refs/tags: Git makes it with the first tag, and a fork's Git needs only refs/.
+    const heads = dirAt("refs/heads");
     if (spec.head) heads.writeNewFile("marsh-split", enc.encode(`${spec.head}\n`), 0o644);
+  } finally {
+    for (const dir of dirs.values()) dir.close();
   }
   phaseEnd(PHASE_ADMIN, t);
   t = phaseStart();

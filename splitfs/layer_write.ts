@@ -148,11 +148,13 @@ export function readStable(out: LayerOut, src: Dir, name: string, path: string):
       }
       let buf = before.size < smallBuf.length ? smallBuf : new Uint8Array(before.size + 1);
       let len = 0;
-      for (;;) {
-        const n = f.read(buf.subarray(len));
+      // Up to the stat size, with no read for the end of file: a file that
+      // grew or shrank meanwhile has another size in the stat after, and one
+      // rewritten in place another mtime and ctime.
+      while (len < before.size) {
+        const n = f.read(buf.subarray(len, before.size));
         if (n === 0) break;
         len += n;
-        if (len === buf.length) break; // grew past its stat size: changed
       }
       const after = f.stat();
       if (len === after.size && sameFile(before, after)) {

@@ -35,6 +35,7 @@ import {
   type MountInfo,
   mountOf,
   readMounts,
+  readMountsOn,
 } from "./mountinfo.ts";
 import type { MountRecord, OverlayMode } from "./mount_record.ts";
 import { phaseEnd, phaseStart } from "./phase_times.ts";
@@ -162,9 +163,8 @@ function mountOverlay(
   checkOptionsFit(options, lowers.length, target.path);
   const under = mountOf(target);
   const point = kernelPath(target);
-  const onTarget = (m: MountInfo) => m.parentId === under.id && m.mountPoint === point;
   let t = phaseStart();
-  const already = readMounts().filter(onTarget);
+  const already = readMountsOn(under.id, point);
   phaseEnd(PHASE_MOUNTINFO, t);
   if (already.length > 0) {
     throw new MountError(
@@ -189,7 +189,7 @@ function mountOverlay(
     });
   }
   t = phaseStart();
-  const made = readMounts().filter(onTarget);
+  const made = readMountsOn(under.id, point);
   phaseEnd(PHASE_MOUNTINFO, t);
   const m = made[0];
   if (made.length !== 1 || m === undefined || m.fsType !== "overlay" || m.source !== SOURCE) {

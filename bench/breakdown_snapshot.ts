@@ -188,7 +188,8 @@ export function renderBreakdown(b: Breakdown): string {
     "",
     `Fork ${fmtMs(forkMedian)} (median of ${b.forkMs.length}, min ${
       fmtMs(Math.min(...b.forkMs))
-    }; target ≤ 3 ms).`,
+    }; target ≤ 3 ms). Each phase is its own median, so on a noisy machine the rows need not add ` +
+    "up to the total.",
     "",
     table([
       ["fork phase", "time", "share"],

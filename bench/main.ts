@@ -41,6 +41,7 @@ import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
 import { renderCliBench, runCliBench } from "./cli.ts";
 import { measureBaselines } from "./baselines.ts";
+import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
 import {
   COPY_DEFAULT_BELOW,
   kitWanted,
@@ -136,6 +137,7 @@ async function run(options: Options): Promise<void> {
 
       const strategies: Partial<Record<ForkPolicy, StrategyResult>> = {};
       const warnings: string[] = [];
+      let breakdown: Breakdown | null = null;
       if (marshStatus === "ok") {
         try {
           for (const policy of policiesAt(options, files)) {
@@ -148,6 +150,10 @@ async function run(options: Options): Promise<void> {
               runs,
               sampler,
             );
+          }
+          if (strategies.auto && !options.json) {
+            log(`${files} files: snapshot and fork breakdown, ${runs} runs`);
+            breakdown = await measureBreakdown(marshOps, tree.dir, scratch, files, runs);
           }
         } catch (err) {
           if (!isNotWired(err)) throw err;
@@ -192,6 +198,7 @@ async function run(options: Options): Promise<void> {
       };
       results.push(result);
       if (!options.json) console.log(renderSize(result) + "\n");
+      if (breakdown !== null) console.log(renderBreakdown(breakdown) + "\n");
     }
     const sizes = splitSizes(options);
     if (sizes.length === 0 && splitWanted(options) && !options.json) {

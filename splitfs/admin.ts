@@ -29,6 +29,7 @@ import {
 import type { Dir, Stat } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
 import { MAX_PACKED_REFS_BYTES } from "./git_source.ts";
+import { phaseEnd, phaseStart } from "./phase_times.ts";
 
 export { SHARED_INDEX_NAME } from "./admin_rules.ts";
 
@@ -56,6 +57,10 @@ export interface AdminSpec {
 }
 
 const enc = new TextEncoder();
+/** Phases (see `phase_times.ts`): a fork's admin dir, its index copy, its gitfile. */
+export const PHASE_ADMIN = "fork admin dir";
+export const PHASE_INDEX = "fork index copy";
+export const PHASE_GITFILE = "fork gitfile";
 
 /** The exact bytes of every file that must stay as written, by path under the admin dir. */
 export function fixedFiles(spec: AdminSpec): Map<string, Uint8Array> {
@@ -117,35 +122,47 @@ export function indexFiles(spec: AdminSpec): Map<string, Uint8Array> {
  */
 export function writeAdmin(admins: Dir, label: string, fork: Dir, spec: AdminSpec): void {
   writeAdminDir(admins, label, spec);
+  const t = phaseStart();
   fork.writeNewFile(".git", gitfileBytes(spec), 0o644);
+  phaseEnd(PHASE_GITFILE, t);
 }
 
 /** Writes `.admin/<label>/` under `admins` as {@linkcode writeAdmin} does, without the gitfile. */
 export function writeAdminDir(admins: Dir, label: string, spec: AdminSpec): void {
+  let t = phaseStart();
   admins.mkdir(label, 0o755);
   using admin = admins.openDir(label);
-  for (const [path, bytes] of fixedFiles(spec)) {
-    const parts = path.split("/");
-    const file = parts.pop()!;
-    let dir = admin.dup();
-    try {
-      for (const part of parts) {
-        const next = dir.ensureDir(part);
-        dir.close();
-        dir = next;
-      }
-      dir.writeNewFile(file, bytes, 0o644);
-    } finally {
-      dir.close();
+  // Each directory made and opened once, by its path under the admin dir.
+  const dirs = new Map<string, Dir>();
+  const dirAt = (path: string): Dir => {
+    if (path === "") return admin;
+    let dir = dirs.get(path);
+    if (dir === undefined) {
+      const slash = path.lastIndexOf("/");
+      dir = dirAt(slash < 0 ? "" : path.slice(0, slash)).ensureDir(path.slice(slash + 1));
+      dirs.set(path, dir);
     }
-  }
-  {
-    using refs = admin.ensureDir("refs");
-    using heads = refs.ensureDir("heads");
-    refs.ensureDir("tags").close();
+    return dir;
+  };
+  try {
+    for (const [path, bytes] of fixedFiles(spec)) {
+      const slash = path.lastIndexOf("/");
+      dirAt(slash < 0 ? "" : path.slice(0, slash)).writeNewFile(
+        path.slice(slash + 1),
+        bytes,
+        0o644,
+      );
+    }
+    // No refs/tags: Git makes it with the first tag, and a fork's Git needs only refs/.
+    const heads = dirAt("refs/heads");
     if (spec.head) heads.writeNewFile("marsh-split", enc.encode(`${spec.head}\n`), 0o644);
+  } finally {
+    for (const dir of dirs.values()) dir.close();
   }
+  phaseEnd(PHASE_ADMIN, t);
+  t = phaseStart();
   for (const [name, bytes] of indexFiles(spec)) admin.writeNewFile(name, bytes, 0o644);
+  phaseEnd(PHASE_INDEX, t);
 }
 
 /**

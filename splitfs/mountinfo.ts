@@ -13,6 +13,7 @@
  */
 
 import { Dir } from "./dir.ts";
+import { TooLargeError } from "./dir_errors.ts";
 import { AT, check, cstr, libc } from "./ffi.ts";
 import { type MountOf, mountOfFd, mountOfName } from "./mount_boundary.ts";
 
@@ -128,6 +129,8 @@ function parseLine(line: Uint8Array): MountInfo {
 
 /** More than any real mount table; a bound so a runaway one cannot exhaust memory. */
 const MAX_MOUNTINFO_BYTES = 64 * 1024 * 1024;
+const MOUNTINFO = "/proc/self/mountinfo";
+const enc = new TextEncoder();
 
 /**
  * This process's mount table, read now from `/proc/self/mountinfo`.
@@ -135,7 +138,63 @@ const MAX_MOUNTINFO_BYTES = 64 * 1024 * 1024;
  * @throws {FsError} when `/proc` cannot be read
  */
 export function readMounts(): MountInfo[] {
-  return parseMountinfo(Dir.readAbsolute("/proc/self/mountinfo", MAX_MOUNTINFO_BYTES));
+  return parseMountinfo(readMountinfoBytes());
+}
+
+/**
+ * The mounts stacked directly on `point` over mount `parentId`, read now
+ * from `/proc/self/mountinfo`: what {@linkcode readMounts} would give,
+ * filtered, but only the lines whose parent id and mount point match are
+ * parsed (a fork checks its mount point before and after its mount).
+ *
+ * @throws {MountinfoFormatError} for a malformed matching line
+ * @throws {FsError} when `/proc` cannot be read
+ */
+export function readMountsOn(parentId: number, point: string): MountInfo[] {
+  const bytes = readMountinfoBytes();
+  const parent = enc.encode(` ${parentId} `);
+  const out: MountInfo[] = [];
+  let start = 0;
+  while (start < bytes.length) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end === -1) end = bytes.length;
+    const line = bytes.subarray(start, end);
+    start = end + 1;
+    // Field 1 (the parent id) sits between the first two spaces.
+    const first = line.indexOf(0x20);
+    if (first === -1 || !startsWith(line, first, parent)) continue;
+    const m = parseLine(line);
+    if (m.parentId === parentId && m.mountPoint === point) out.push(m);
+  }
+  return out;
+}
+
+function startsWith(bytes: Uint8Array, at: number, prefix: Uint8Array): boolean {
+  if (bytes.length < at + prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (bytes[at + i] !== prefix[i]) return false;
+  return true;
+}
+
+/**
+ * `/proc/self/mountinfo`'s bytes. Its stat size is 0, so the read starts
+ * with a buffer that holds a usual table whole (one `read`, not a doubling
+ * from one byte).
+ */
+function readMountinfoBytes(): Uint8Array {
+  using f = Dir.openAbsoluteFile(MOUNTINFO);
+  let buf = new Uint8Array(64 * 1024);
+  let len = 0;
+  for (;;) {
+    if (len === buf.length) {
+      if (len >= MAX_MOUNTINFO_BYTES) throw new TooLargeError(MOUNTINFO, len, MAX_MOUNTINFO_BYTES);
+      const bigger = new Uint8Array(Math.min(len * 2, MAX_MOUNTINFO_BYTES));
+      bigger.set(buf);
+      buf = bigger;
+    }
+    const n = f.read(buf.subarray(len));
+    if (n === 0) return buf.subarray(0, len);
+    len += n;
+  }
 }
 
 /**

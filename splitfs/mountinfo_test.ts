@@ -11,6 +11,7 @@ import {
   mountOf,
   parseMountinfo,
   readMounts,
+  readMountsOn,
   unescapeMountField,
 } from "./mountinfo.ts";
 import { mountReadOnly, unmount } from "./overlay.ts";
@@ -138,6 +139,10 @@ Deno.test({
         assert.equal(BigInt(st.dev), root.stat().dev);
       }
       assert.ok(readMounts().some((x) => x.id === m.id));
+      // The targeted read parses only the lines on that point, and finds the same record.
+      assert.deepEqual(readMountsOn(m.parentId, path), [m]);
+      assert.deepEqual(readMountsOn(m.parentId, `${top}/l1`), []);
+      assert.deepEqual(readMountsOn(m.id, path), []);
     } finally {
       unmount(parent, name, record);
     }
@@ -146,4 +151,17 @@ Deno.test({
   } finally {
     Deno.removeSync(top, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "readMountsOn finds what readMounts filtered by parent and mount point finds",
+  permissions: perms,
+}, () => {
+  const all = readMounts();
+  assert.ok(all.length > 0);
+  for (const m of all) {
+    const want = all.filter((x) => x.parentId === m.parentId && x.mountPoint === m.mountPoint);
+    assert.deepEqual(readMountsOn(m.parentId, m.mountPoint), want);
+  }
+  assert.deepEqual(readMountsOn(-1, "/"), []);
 });

@@ -35,8 +35,10 @@ import {
   type MountInfo,
   mountOf,
   readMounts,
+  readMountsOn,
 } from "./mountinfo.ts";
 import type { MountRecord, OverlayMode } from "./mount_record.ts";
+import { phaseEnd, phaseStart } from "./phase_times.ts";
 
 // Part of this module's API; declared in the leaf so that fork.ts need not import overlay.ts.
 export type { MountRecord, OverlayMode };
@@ -89,6 +91,10 @@ const SOURCE = "marsh";
 const enc = new TextEncoder();
 /** Not (yet) among ffi.ts's errno names: no such file system type. */
 const ENODEV = E.ENODEV;
+/** Phases (see `phase_times.ts`): reading mountinfo around a mount, mount(2), a fork's dirs. */
+export const PHASE_MOUNTINFO = "overlay: mountinfo";
+export const PHASE_MOUNT = "overlay: mount(2)";
+export const PHASE_FORK_DIRS = "overlay: fork dirs";
 
 interface UpperLayer {
   readonly upper: Dir;
@@ -157,8 +163,9 @@ function mountOverlay(
   checkOptionsFit(options, lowers.length, target.path);
   const under = mountOf(target);
   const point = kernelPath(target);
-  const onTarget = (m: MountInfo) => m.parentId === under.id && m.mountPoint === point;
-  const already = readMounts().filter(onTarget);
+  let t = phaseStart();
+  const already = readMountsOn(under.id, point);
+  phaseEnd(PHASE_MOUNTINFO, t);
   if (already.length > 0) {
     throw new MountError(
       "mount",
@@ -166,6 +173,7 @@ function mountOverlay(
       `something is mounted on it already (mount id ${already[0]!.id}, ${already[0]!.fsType})`,
     );
   }
+  t = phaseStart();
   const r = libc().mount(
     cstr(SOURCE),
     cstr(target.procPath),
@@ -173,13 +181,16 @@ function mountOverlay(
     flags,
     cstr(options),
   );
+  phaseEnd(PHASE_MOUNT, t);
   if (r === -1) {
     const e = errno();
     throw new MountError("mount", target.path, mountFailure(e, mode), {
       cause: new FsError("mount", target.path, e),
     });
   }
-  const made = readMounts().filter(onTarget);
+  t = phaseStart();
+  const made = readMountsOn(under.id, point);
+  phaseEnd(PHASE_MOUNTINFO, t);
   const m = made[0];
   if (made.length !== 1 || m === undefined || m.fsType !== "overlay" || m.source !== SOURCE) {
     throw new MountError(
@@ -258,6 +269,7 @@ export class OverlayForkStrategy implements ForkStrategy {
     let upper: Dir | null = null;
     let root: Dir | null = null;
     let record: MountRecord | null = null;
+    const t = phaseStart();
     try {
       {
         using overlays = split.ensureDir(OVERLAY_DIR, 0o700);
@@ -271,6 +283,7 @@ export class OverlayForkStrategy implements ForkStrategy {
         // The merged root takes the upper root's mode, as a copy takes the base's.
         upper.chmod(base.stat().perm);
         using target = split.openDir(label);
+        phaseEnd(PHASE_FORK_DIRS, t);
         record = mountOverlay(
           this.mode,
           this.#lowers,

@@ -73,6 +73,7 @@ import { FORKS_PER_RUN, measureMarsh, type StrategyResult } from "./strategy_run
 import { kitTargets, sizeTargets, splitTargets } from "./target_sets.ts";
 import { renderTargets, type TargetResult, verdict } from "./targets.ts";
 import { planSmallChange } from "./small_change.ts";
+import { measureCaptureBreakdown, renderCaptureBreakdown } from "./breakdown_capture.ts";
 import { cachedTree, dirtyReason, TREE_CACHE } from "./tree_cache.ts";
 
 /** Throws when the engine left a mount under `tree`, removes its state, and checks the tree is pristine. */
@@ -149,6 +150,15 @@ async function run(options: Options): Promise<void> {
               sampler,
             );
           }
+          const gitStatusMs = baselines.gitStatus.medianMs;
+          const breakdown = await measureCaptureBreakdown({
+            tree: tree.dir,
+            files,
+            change,
+            runs,
+            gitStatusMs,
+          });
+          if (!options.json) console.log(renderCaptureBreakdown(breakdown) + "\n");
         } catch (err) {
           if (!isNotWired(err)) throw err;
           marshStatus = "not wired";

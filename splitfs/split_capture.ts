@@ -17,9 +17,9 @@ import {
   PATCH_FILE,
 } from "./capture.ts";
 import type { CandidateDir } from "./compare.ts";
+import { type PhaseClock, timed } from "./capture_phases.ts";
 import { type Dir, InvalidNameError } from "./dir.ts";
 import { RejectedError } from "./errors.ts";
-import { ignoreRulesOf } from "./ignore_load.ts";
 import { UPPER_DIR } from "./overlay.ts";
 import { type ForkGit, setAsideForkGit, setAsideNestedGits, verifyForkGit } from "./quarantine.ts";
 import { adminSpecOf } from "./split_fork.ts";
@@ -48,14 +48,17 @@ import { OVERLAY_DIR } from "../model/layout.ts";
 export function captureFork(
   held: Held,
   label: string,
-  opts: { textDiffTimeoutMs?: number } = {},
+  opts: { textDiffTimeoutMs?: number; clock?: PhaseClock } = {},
 ): CaptureResult {
+  const clock = opts.clock;
   const engine = madeEngine(held, "capture");
   const fork = heldFork(held, label);
   const f = fork.made!;
-  checkSplit(held);
-  checkFork(held, fork);
-  checkLayers(held, engine);
+  timed(clock, "identity checks", () => {
+    checkSplit(held);
+    checkFork(held, fork);
+    checkLayers(held, engine);
+  });
   const git: ForkGit = {
     admins: engine.admins,
     label,
@@ -63,14 +66,18 @@ export function captureFork(
     spec: engine.git ? adminSpecOf(held, engine, label) : null,
     path: `${held.dirPath}/${label}`,
   };
-  const rejected = verifyForkGit(git, (error) => shown(held, error, label));
+  const rejected = timed(
+    clock,
+    "admin verify",
+    () => verifyForkGit(git, (error) => shown(held, error, label)),
+  );
   let summary: CaptureSummary;
   // Where capture looks, and so where a rejected fork's nested .git is searched for.
   let scope: CandidateDir = "all";
   try {
-    using out = openOut(held, label);
+    using out = timed(clock, "out files", () => openOut(held, label));
     // An overlay fork names what its branch touched: only those paths are compared.
-    const candidates = f.candidates();
+    const candidates = timed(clock, "upper listing", () => f.candidates());
     if (candidates.kind === "tree") scope = candidates.tree;
     summary = captureToDir(
       {
@@ -81,12 +88,13 @@ export function captureFork(
         readyNs: f.readyNs,
         nestedGit: "reject",
         // The info/exclude marsh wrote, never one the branch changed.
-        newIgnore: engine.ignore ? ignoreRulesOf(engine.ignore) : null,
+        newIgnore: engine.captureIgnore,
         prunedIgnores: engine.prunedIgnores,
       },
       out,
       engine.store,
       opts.textDiffTimeoutMs,
+      clock,
     );
   } catch (error) {
     const refused = error instanceof InvalidNameError

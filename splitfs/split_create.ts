@@ -280,6 +280,8 @@ export function createSplit(opts: CreateOptions): Held {
         git,
         sharedIndexes,
         ignore,
+        // Its own instance: the snapshot's has cached a verdict for every path of the tree.
+        captureIgnore: ignore ? ignoreRulesOf(ignore) : null,
         snapshot,
         snapshotMs,
         strategy,

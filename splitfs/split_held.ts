@@ -17,6 +17,7 @@ import { RefusedError, RejectedError, WorkspaceReplacedError } from "./errors.ts
 import type { Fork, ForkStrategy } from "./fork.ts";
 import type { GitSource } from "./git_source.ts";
 import type { IgnoreInputs } from "./ignore_load.ts";
+import type { IgnoreRules } from "./ignore_rules.ts";
 import { DATA as LAYER_DATA, SEALED as LAYER_SEAL } from "./layers.ts";
 import type { StatIndex } from "./old_tree.ts";
 import { type OverlayMode, UPPER_DIR } from "./overlay.ts";
@@ -113,6 +114,11 @@ export interface Engine {
   readonly store: ObjectStore;
   readonly git: GitSource | null;
   readonly ignore: IgnoreInputs | null;
+  /**
+   * The tree-wide rules capture applies to new paths, compiled once from
+   * `ignore` (the info/exclude marsh wrote, never one a branch changed).
+   */
+  readonly captureIgnore: IgnoreRules | null;
   readonly sharedIndexes: ReadonlyMap<string, Uint8Array>;
   readonly snapshot: SnapshotStats;
   readonly snapshotMs: number;

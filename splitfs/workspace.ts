@@ -16,6 +16,7 @@
  */
 
 import type { CaptureResult } from "./capture.ts";
+import type { PhaseClock } from "./capture_phases.ts";
 import { RefusedError } from "./errors.ts";
 import type { CopyProgress } from "./fork.ts";
 import type { GitSource } from "./git_source.ts";
@@ -172,7 +173,10 @@ export class SplitWorkspace implements Disposable {
    *   a name that is not UTF-8, a capture limit)
    * @throws {RefusedError} for a split reopened after a restart
    */
-  capture(label: string, opts: { textDiffTimeoutMs?: number } = {}): CaptureResult {
+  capture(
+    label: string,
+    opts: { textDiffTimeoutMs?: number; clock?: PhaseClock } = {},
+  ): CaptureResult {
     return captureFork(this.#held, label, opts);
   }
 

@@ -74,6 +74,7 @@ import { FORKS_PER_RUN, measureMarsh, type StrategyResult } from "./strategy_run
 import { kitTargets, sizeTargets, splitTargets } from "./target_sets.ts";
 import { renderTargets, type TargetResult, verdict } from "./targets.ts";
 import { planSmallChange } from "./small_change.ts";
+import { measureCaptureBreakdown, renderCaptureBreakdown } from "./breakdown_capture.ts";
 import { cachedTree, dirtyReason, TREE_CACHE } from "./tree_cache.ts";
 
 /** Throws when the engine left a mount under `tree`, removes its state, and checks the tree is pristine. */
@@ -155,6 +156,15 @@ async function run(options: Options): Promise<void> {
             log(`${files} files: snapshot and fork breakdown, ${runs} runs`);
             breakdown = await measureBreakdown(marshOps, tree.dir, scratch, files, runs);
           }
+          const gitStatusMs = baselines.gitStatus.medianMs;
+          const capture = await measureCaptureBreakdown({
+            tree: tree.dir,
+            files,
+            change,
+            runs,
+            gitStatusMs,
+          });
+          if (!options.json) console.log(renderCaptureBreakdown(capture) + "\n");
         } catch (err) {
           if (!isNotWired(err)) throw err;
           marshStatus = "not wired";

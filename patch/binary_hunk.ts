@@ -5,33 +5,21 @@
  * @module
  */
 
-import { zlibSync } from "fflate";
 import { encodeBase85Into } from "./base85.ts";
+import { compresses, zlibDeflate } from "./_zlib.ts";
 
 /** Input bytes per base85 line; Git's line-length character says how many (A–Z 1–26, a–z 27–52). */
 const LINE_BYTES = 52;
 
 const encoder = new TextEncoder();
 
-/** Contents at least this big are sampled to see whether deflating pays. */
-const SAMPLE_FROM = 1 << 20;
-const SAMPLE_BYTES = 16 << 10;
-
 /**
- * Chooses the zlib level: 6 (zlib's default), or 0 (stored blocks) for
- * large contents whose samples at a quarter, half and three quarters do not
- * shrink. Compressed media and archives are common among large changed
- * files; storing them costs a few bytes per 64 KiB and saves most of the
- * time, which the per-capture byte limit would otherwise multiply.
+ * The zlib level: 6 (zlib's default), or 0 (stored blocks) for contents
+ * that do not compress (`compresses`), which the per-capture byte limit
+ * would otherwise make slow to send.
  */
 function deflateLevel(content: Uint8Array): 0 | 6 {
-  if (content.length < SAMPLE_FROM) return 6;
-  for (const fraction of [0.25, 0.5, 0.75]) {
-    const from = Math.floor(content.length * fraction);
-    const sample = content.subarray(from, from + SAMPLE_BYTES);
-    if (zlibSync(sample, { level: 1 }).length < sample.length * 0.97) return 6;
-  }
-  return 0;
+  return compresses(content) ? 6 : 0;
 }
 
 function lengthChar(bytes: number): number {
@@ -45,7 +33,7 @@ function lengthChar(bytes: number): number {
  * (a length character, then the base85 of that chunk), and a blank line.
  */
 export function literalHunk(content: Uint8Array): Uint8Array {
-  const deflated = zlibSync(content, { level: deflateLevel(content) });
+  const deflated = zlibDeflate(content, deflateLevel(content));
   const header = encoder.encode(`literal ${content.length}\n`);
   const fullLines = Math.floor(deflated.length / LINE_BYTES);
   const rest = deflated.length % LINE_BYTES;

@@ -4,8 +4,14 @@
  * @module
  */
 
-import { zlibSync } from "fflate";
 import { blobHeader, blobId } from "./blob_id.ts";
+import { compresses, zlibDeflate } from "./_zlib.ts";
+
+/**
+ * Git's own level for loose objects (`core.looseCompression` unset): best
+ * speed; contents that do not compress are stored (Git reads either).
+ */
+const LOOSE_LEVEL = 1;
 
 /** A blob in Git's loose object format. */
 export interface LooseObject {
@@ -31,5 +37,9 @@ export function looseObject(bytes: Uint8Array): LooseObject {
   const raw = new Uint8Array(header.length + bytes.length);
   raw.set(header);
   raw.set(bytes, header.length);
-  return { id, path: `${id.slice(0, 2)}/${id.slice(2)}`, compressed: zlibSync(raw) };
+  return {
+    id,
+    path: `${id.slice(0, 2)}/${id.slice(2)}`,
+    compressed: zlibDeflate(raw, compresses(bytes) ? LOOSE_LEVEL : 0),
+  };
 }

@@ -12,6 +12,7 @@
 import type { ChangeStatus, FileChange } from "../patch/change.ts";
 import { filesLine, writeFilePatch } from "../patch/writer.ts";
 import { type CompareOptions, type CompareStats, compareTrees } from "./compare.ts";
+import { type PhaseClock, timed } from "./capture_phases.ts";
 import type { Dir, FileHandle } from "./dir.ts";
 import type { ObjectStore } from "./store.ts";
 
@@ -47,24 +48,32 @@ export interface CaptureSink {
   files(line: string): void;
 }
 
-/** Writes each change to the sink (and its blobs to the store), returning the counts. */
+/**
+ * Writes each change to the sink (and its blobs to the store), returning the
+ * counts. With a `clock`, the time spent producing changes is `compare`.
+ */
 export function writeChanges(
   changes: Iterable<FileChange>,
   sink: CaptureSink,
   store: ObjectStore | null,
   stats: CompareStats,
   textDiffTimeoutMs?: number,
+  clock?: PhaseClock,
 ): CaptureSummary {
   const counts: Record<ChangeStatus, number> = { A: 0, M: 0, D: 0, T: 0 };
   let files = 0, patchBytes = 0;
-  for (const change of changes) {
+  for (const change of clock ? timedChanges(changes, clock) : changes) {
     if (store) {
-      if (change.old) store.writeBlob(change.old.bytes);
-      if (change.new) store.writeBlob(change.new.bytes);
+      timed(clock, "store blobs", () => {
+        if (change.old) store.writeBlob(change.old.bytes);
+        if (change.new) store.writeBlob(change.new.bytes);
+      });
     }
-    const out = writeFilePatch(change, { textDiffTimeoutMs });
-    sink.patch(out.patch);
-    sink.files(filesLine(out.status, change.path));
+    const out = timed(clock, "patch text", () => writeFilePatch(change, { textDiffTimeoutMs }));
+    timed(clock, "out files", () => {
+      sink.patch(out.patch);
+      sink.files(filesLine(out.status, change.path));
+    });
     counts[out.status]++;
     files++;
     patchBytes += out.patch.length;
@@ -79,25 +88,41 @@ export function writeChanges(
   };
 }
 
+/** `changes`, each step of the comparison timed as `compare`; closing it closes theirs. */
+function* timedChanges(changes: Iterable<FileChange>, clock: PhaseClock): Generator<FileChange> {
+  const it = changes[Symbol.iterator]();
+  try {
+    for (;;) {
+      const next = clock.time("compare", () => it.next());
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    it.return?.();
+  }
+}
+
 const enc = new TextEncoder();
 
 /**
  * Captures a fork into `out` (the empty `out/<label>/` directory): `files`
  * always, `diff.patch` only when something changed. On any error the partial
- * results are removed and the error is rethrown.
+ * results are removed and the error is rethrown. A `clock` is given each
+ * phase's time (`capture_phases.ts`).
  */
 export function captureToDir(
   compare: CompareOptions,
   out: Dir,
   store: ObjectStore | null,
   textDiffTimeoutMs?: number,
+  clock?: PhaseClock,
 ): CaptureSummary {
   const stats: CompareStats = { changedBytes: 0, skippedIgnored: 0, skippedSpecial: 0 };
   let patch: FileHandle | null = null;
   let files: FileHandle | null = null;
   try {
-    patch = out.createFile(PATCH_FILE, 0o644);
-    files = out.createFile(FILES_FILE, 0o644);
+    patch = timed(clock, "out files", () => out.createFile(PATCH_FILE, 0o644));
+    files = timed(clock, "out files", () => out.createFile(FILES_FILE, 0o644));
     const p = patch, f = files;
     const summary = writeChanges(
       compareTrees(compare, stats),
@@ -108,10 +133,13 @@ export function captureToDir(
       store,
       stats,
       textDiffTimeoutMs,
+      clock,
     );
-    patch.close();
-    files.close();
-    if (summary.files === 0) out.unlink(PATCH_FILE);
+    timed(clock, "out files", () => {
+      p.close();
+      f.close();
+      if (summary.files === 0) out.unlink(PATCH_FILE);
+    });
     return summary;
   } catch (error) {
     patch?.close();

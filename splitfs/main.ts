@@ -38,7 +38,9 @@ import { ProjectLocks } from "./project_lock.ts";
 import { locateProject } from "./project_root.ts";
 import { purgeProject } from "./purge.ts";
 import { unmountSplit } from "./split_mounts.ts";
-import { collectLayers, probeForks, SplitWorkspace } from "./workspace.ts";
+import { probeForks } from "./fork_choice.ts";
+import { collectLayers } from "./split_gc.ts";
+import { SplitWorkspace } from "./workspace.ts";
 
 const CHUNK = 256 * 1024;
 const DEFAULT_PROGRESS_MS = 250;

@@ -68,6 +68,20 @@ export class ApplyFailedError extends Error {
   }
 }
 
+/** A step failed and so did its rollback: the log is kept, for `recover` once the path is fixed. */
+export class RollbackFailedError extends Error {
+  override name = "RollbackFailedError";
+  constructor(readonly id: string, cause: unknown, rollback: unknown) {
+    super(
+      `resolution ${id} failed (${cause instanceof Error ? cause.message : String(cause)}) ` +
+        `and could not be rolled back: ${
+          rollback instanceof Error ? rollback.message : String(rollback)
+        }; the project is partly changed: fix that path, then recover resolution ${id}`,
+      { cause: rollback },
+    );
+  }
+}
+
 /** A resolution that cannot be recovered or undone as asked (unknown id, not applied, undone already). */
 export class ResolutionStateError extends Error {
   override name = "ResolutionStateError";

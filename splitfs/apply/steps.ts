@@ -13,7 +13,7 @@
 import type { Dir } from "../dir.ts";
 import { comparePaths } from "../../model/resolution_plan.ts";
 import { fsyncDir, openParent, parentOf } from "./fs_extra.ts";
-import type { Op, StepKind } from "./intent_log.ts";
+import type { Op, Prior, StepKind } from "./intent_log.ts";
 import { backupName, stageName } from "./resolution_dir.ts";
 
 /** One step: what it does to which op. */
@@ -32,13 +32,14 @@ export interface Work {
  * The steps of `ops` in the order they run: every path that holds something
  * now moves to the backup, deepest first (a directory once emptied of its
  * planned entries); then directories are made, parents first; then staged
- * files and symlinks are renamed into place.
+ * files and symlinks are renamed into place. `prior[n]` is what `ops[n]`'s
+ * path holds now.
  */
-export function stepsOf(ops: readonly Op[]): Step[] {
+export function stepsOf(ops: readonly Op[], prior: readonly Prior[]): Step[] {
   const byPath = [...ops].sort((a, b) => comparePaths(a.path, b.path));
   const out: Step[] = [];
   for (const op of [...byPath].reverse()) {
-    if (op.before.kind !== "absent" && !op.implicit) out.push({ kind: "backup", n: op.n });
+    if (prior[op.n]?.kind !== "absent") out.push({ kind: "backup", n: op.n });
   }
   for (const op of byPath) if (op.after.kind === "dir") out.push({ kind: "mkdir", n: op.n });
   for (const op of byPath) {
@@ -75,9 +76,12 @@ export function undoStep(root: Dir, work: Work, op: Op, kind: StepKind): void {
   switch (kind) {
     case "place": {
       if (work.stage.statAt(stageName(op.n)) !== null) return;
-      const { dir, name } = parentOf(root, op.path);
-      using _ = dir;
-      dir.rename(name, work.stage, stageName(op.n));
+      const p = openParent(root, op.path);
+      if (!p.ok) return;
+      using dir = p.dir;
+      // Neither staged nor placed: the staged entry was lost before its rename, which never ran.
+      if (dir.statAt(p.name) === null) return;
+      dir.rename(p.name, work.stage, stageName(op.n));
       return;
     }
     case "mkdir": {

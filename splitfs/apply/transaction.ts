@@ -26,6 +26,7 @@ import {
   ApplyRefusedError,
   type Changed,
   ConcurrentChangeError,
+  RollbackFailedError,
 } from "./errors.ts";
 import { blobIdOfFile, fsyncDir, openParent } from "./fs_extra.ts";
 import { IntentLog, type Op, type Prior } from "./intent_log.ts";
@@ -92,7 +93,50 @@ function hexLengthOf(plan: MergePlan): number {
   return 40;
 }
 
-/** The ops of a clean plan, with the parent directories it needs made; refuses what cannot be. */
+/**
+ * The unplanned entries below directory `path`, which must go because the
+ * plan puts something else there: each subdirectory that holds only planned
+ * deletions is returned to be removed too (Git's plans list files only);
+ * anything else is a problem, since the applier never removes what the
+ * plan does not name.
+ */
+function emptiedDirs(
+  root: Dir,
+  path: string,
+  planned: ReadonlySet<string>,
+  problems: string[],
+): string[] {
+  const p = openParent(root, path);
+  if (!p.ok) return [];
+  using parent = p.dir;
+  if (parent.statAt(p.name)?.kind !== "dir") return [];
+  using dir = parent.openDir(p.name);
+  const { entries, invalid } = dir.listing();
+  const out: string[] = [];
+  const extra = invalid.map((e) => `${path}/${e.shown}`);
+  for (const e of entries) {
+    const q = `${path}/${e.name}`;
+    if (planned.has(q)) continue;
+    const kind = e.kind ?? dir.statAt(e.name)?.kind;
+    if (kind !== "dir") {
+      extra.push(q);
+      continue;
+    }
+    const before = problems.length;
+    const below = emptiedDirs(root, q, planned, problems);
+    if (problems.length === before) out.push(q, ...below);
+  }
+  if (extra.length > 0) {
+    problems.push(
+      `${path} is a directory that still holds ${extra.slice(0, 3).join(", ")}${
+        extra.length > 3 ? ", ..." : ""
+      }, which the plan does not remove: move them away, or plan them`,
+    );
+  }
+  return out;
+}
+
+/** The ops of a clean plan, with the directories it needs made or emptied; refuses what cannot be. */
 function opsOf(root: Dir, plan: MergePlan, dirModes?: ReadonlyMap<string, number>): Op[] {
   const conflicts = plan.entries.filter((e) => e.op === "conflict").map((e) =>
     `${e.path} conflicts`
@@ -112,6 +156,11 @@ function opsOf(root: Dir, plan: MergePlan, dirModes?: ReadonlyMap<string, number
       after,
       ...(dirMode !== undefined ? { dirMode } : {}),
     });
+    if (after.kind !== "dir") {
+      for (const d of emptiedDirs(root, e.path, inPlan, problems)) {
+        raw.push({ path: d, before: { kind: "dir" }, after: { kind: "absent" }, implicit: true });
+      }
+    }
     if (e.op !== "take") continue;
     const parts = e.path.split("/");
     for (let i = 1; i < parts.length; i++) {
@@ -175,16 +224,20 @@ async function stageOne(work: Work, op: Op, opts: ApplyOptions, hexLength: numbe
   }
 }
 
-/** The state of every op's path now: what changed since the plan, and what blocks it. */
+/**
+ * The state of every op's path now (the restore point), what changed since
+ * the plan, and what blocks it: a directory that goes must hold nothing
+ * the plan does not remove.
+ */
 function checkOps(root: Dir, ops: readonly Op[], gitModes: boolean, hexLength: number) {
   const prior: Prior[] = [];
   const changed: Changed[] = [];
   const problems: string[] = [];
-  const removed = new Set(
-    ops.filter((o) => o.before.kind !== "absent" && !o.implicit).map((o) => o.path),
-  );
+  const removed = new Set(ops.filter((o) => o.after.kind === "absent").map((o) => o.path));
   for (const op of ops) {
     const found: Found = readState(root, op.path, hexLength);
+    prior.push(found.kind === "other" ? { kind: "absent" } : found);
+    const emptied = found.kind === "dir" && op.after.kind !== "dir";
     if (!matches(found, op.before, gitModes)) {
       changed.push({
         path: op.path,
@@ -192,9 +245,7 @@ function checkOps(root: Dir, ops: readonly Op[], gitModes: boolean, hexLength: n
         found: describeState(found),
       });
     }
-    prior.push(found.kind === "other" ? { kind: "absent" } : found);
-    if (found.kind !== "dir" || op.after.kind === "dir" || op.implicit) continue;
-    // A directory goes only once its planned entries have: never anything the plan does not name.
+    if (!emptied) continue;
     const p = openParent(root, op.path);
     if (!p.ok) continue;
     using parent = p.dir;
@@ -208,7 +259,7 @@ function checkOps(root: Dir, ops: readonly Op[], gitModes: boolean, hexLength: n
       problems.push(
         `${op.path} is a directory that still holds ${extra.slice(0, 3).join(", ")}${
           extra.length > 3 ? ", ..." : ""
-        }, which the plan does not remove`,
+        }, which the plan does not remove: move them away, or plan them`,
       );
     }
   }
@@ -268,7 +319,7 @@ export async function applyPlan(
     log.append({ t: "ready", prior });
     await step("ready");
     let i = 0;
-    for (const s of stepsOf(ops)) {
+    for (const s of stepsOf(ops, prior)) {
       const name = `${s.kind}-${i++}`;
       log.append({ t: "step", kind: s.kind, n: s.n });
       logged.push(s);
@@ -279,7 +330,11 @@ export async function applyPlan(
     syncTouched(root, work, ops);
     await step("synced");
   } catch (error) {
-    await rollBack(root, work, ops, logged);
+    try {
+      await rollBack(root, work, ops, logged);
+    } catch (rollbackError) {
+      throw new RollbackFailedError(id, error, rollbackError);
+    }
     log.append({
       t: "rolled-back",
       reason: error instanceof Error ? error.message : String(error),

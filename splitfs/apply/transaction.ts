@@ -28,9 +28,10 @@ import {
   ConcurrentChangeError,
   RollbackFailedError,
 } from "./errors.ts";
-import { blobIdOfFile, fsyncDir, openParent } from "./fs_extra.ts";
-import { IntentLog, type Op, type Prior } from "./intent_log.ts";
-import { describeState, type Found, matches, readState } from "./path_state.ts";
+import { blobIdOfFile, fsyncDir } from "./fs_extra.ts";
+import { IntentLog, type Op } from "./intent_log.ts";
+import { describeState } from "./path_state.ts";
+import { type Blocked, checkOps, hexLengthOf, opsOf } from "./plan_ops.ts";
 import {
   BACKUP_DIR,
   checkId,
@@ -72,123 +73,27 @@ export interface ApplyOptions {
   readonly changedError?: (changed: readonly Changed[]) => Error;
 }
 
+/**
+ * The error for paths changed since the plan, or blocked: an undo's own
+ * (every path listed as changed), else the changed paths, else the blocks.
+ */
+function refusalOf(
+  c: { changed: readonly Changed[]; blocked: readonly Blocked[] },
+  opts: ApplyOptions,
+): Error {
+  if (opts.changedError !== undefined) {
+    const all = new Map([...c.changed, ...c.blocked].map((x) => [x.path, x]));
+    return opts.changedError([...all.values()].sort((x, y) => comparePaths(x.path, y.path)));
+  }
+  if (c.changed.length > 0) return new ConcurrentChangeError(c.changed);
+  return new ApplyRefusedError([...new Set(c.blocked.map((b) => b.problem))]);
+}
+
 /** What an apply did. */
 export interface Applied {
   readonly id: string;
   /** Every path changed, with its state before and after. */
   readonly ops: readonly Op[];
-}
-
-function hexLengthOf(plan: MergePlan): number {
-  for (const e of plan.entries) {
-    for (
-      const s of [
-        e.op === "take" ? e.after : null,
-        e.op !== "conflict" && e.op !== "converged" ? e.before : null,
-      ]
-    ) {
-      if (s?.kind === "file") return s.blob.length;
-    }
-  }
-  return 40;
-}
-
-/**
- * The unplanned entries below directory `path`, which must go because the
- * plan puts something else there: each subdirectory that holds only planned
- * deletions is returned to be removed too (Git's plans list files only);
- * anything else is a problem, since the applier never removes what the
- * plan does not name.
- */
-function emptiedDirs(
-  root: Dir,
-  path: string,
-  planned: ReadonlySet<string>,
-  problems: string[],
-): string[] {
-  const p = openParent(root, path);
-  if (!p.ok) return [];
-  using parent = p.dir;
-  if (parent.statAt(p.name)?.kind !== "dir") return [];
-  using dir = parent.openDir(p.name);
-  const { entries, invalid } = dir.listing();
-  const out: string[] = [];
-  const extra = invalid.map((e) => `${path}/${e.shown}`);
-  for (const e of entries) {
-    const q = `${path}/${e.name}`;
-    if (planned.has(q)) continue;
-    const kind = e.kind ?? dir.statAt(e.name)?.kind;
-    if (kind !== "dir") {
-      extra.push(q);
-      continue;
-    }
-    const before = problems.length;
-    const below = emptiedDirs(root, q, planned, problems);
-    if (problems.length === before) out.push(q, ...below);
-  }
-  if (extra.length > 0) {
-    problems.push(
-      `${path} is a directory that still holds ${extra.slice(0, 3).join(", ")}${
-        extra.length > 3 ? ", ..." : ""
-      }, which the plan does not remove: move them away, or plan them`,
-    );
-  }
-  return out;
-}
-
-/** The ops of a clean plan, with the directories it needs made or emptied; refuses what cannot be. */
-function opsOf(root: Dir, plan: MergePlan, dirModes?: ReadonlyMap<string, number>): Op[] {
-  const conflicts = plan.entries.filter((e) => e.op === "conflict").map((e) =>
-    `${e.path} conflicts`
-  );
-  if (conflicts.length > 0) throw new ApplyRefusedError(conflicts);
-  const inPlan = new Set(plan.entries.map((e) => e.path));
-  const raw: Omit<Op, "n">[] = [];
-  const implicit = new Map<string, string>();
-  const problems: string[] = [];
-  for (const e of plan.entries) {
-    if (e.op !== "take" && e.op !== "delete") continue;
-    const after: Signature = e.op === "take" ? e.after : { kind: "absent" };
-    const dirMode = dirModes?.get(e.path);
-    raw.push({
-      path: e.path,
-      before: e.before,
-      after,
-      ...(dirMode !== undefined ? { dirMode } : {}),
-    });
-    if (after.kind !== "dir") {
-      for (const d of emptiedDirs(root, e.path, inPlan, problems)) {
-        raw.push({ path: d, before: { kind: "dir" }, after: { kind: "absent" }, implicit: true });
-      }
-    }
-    if (e.op !== "take") continue;
-    const parts = e.path.split("/");
-    for (let i = 1; i < parts.length; i++) {
-      const a = parts.slice(0, i).join("/");
-      if (inPlan.has(a) || implicit.has(a)) continue;
-      const p = openParent(root, a);
-      if (!p.ok) {
-        implicit.set(a, "absent");
-        continue;
-      }
-      using dir = p.dir;
-      const kind = dir.statAt(p.name)?.kind ?? "absent";
-      implicit.set(a, kind);
-      if (kind !== "dir" && kind !== "absent") {
-        problems.push(
-          `${a} is a ${kind}, not a directory, and the plan does not replace it (needed for ${e.path})`,
-        );
-      }
-    }
-  }
-  if (problems.length > 0) throw new ApplyRefusedError(problems);
-  for (const [path, kind] of implicit) {
-    if (kind === "absent") {
-      raw.push({ path, before: { kind: "absent" }, after: { kind: "dir" }, implicit: true });
-    }
-  }
-  raw.sort((a, b) => comparePaths(a.path, b.path));
-  return raw.map((op, n) => ({ n, ...op }));
 }
 
 /** Stages one taken file or symlink as `stage/s<n>`, checked against its signature. */
@@ -225,48 +130,6 @@ async function stageOne(work: Work, op: Op, opts: ApplyOptions, hexLength: numbe
 }
 
 /**
- * The state of every op's path now (the restore point), what changed since
- * the plan, and what blocks it: a directory that goes must hold nothing
- * the plan does not remove.
- */
-function checkOps(root: Dir, ops: readonly Op[], gitModes: boolean, hexLength: number) {
-  const prior: Prior[] = [];
-  const changed: Changed[] = [];
-  const problems: string[] = [];
-  const removed = new Set(ops.filter((o) => o.after.kind === "absent").map((o) => o.path));
-  for (const op of ops) {
-    const found: Found = readState(root, op.path, hexLength);
-    prior.push(found.kind === "other" ? { kind: "absent" } : found);
-    const emptied = found.kind === "dir" && op.after.kind !== "dir";
-    if (!matches(found, op.before, gitModes)) {
-      changed.push({
-        path: op.path,
-        expected: describeState(op.before),
-        found: describeState(found),
-      });
-    }
-    if (!emptied) continue;
-    const p = openParent(root, op.path);
-    if (!p.ok) continue;
-    using parent = p.dir;
-    using dir = parent.openDir(p.name);
-    const { entries, invalid } = dir.listing();
-    const extra = [
-      ...entries.map((e) => `${op.path}/${e.name}`).filter((x) => !removed.has(x)),
-      ...invalid.map((e) => `${op.path}/${e.shown}`),
-    ];
-    if (extra.length > 0) {
-      problems.push(
-        `${op.path} is a directory that still holds ${extra.slice(0, 3).join(", ")}${
-          extra.length > 3 ? ", ..." : ""
-        }, which the plan does not remove: move them away, or plan them`,
-      );
-    }
-  }
-  return { prior, changed, problems };
-}
-
-/**
  * Applies a clean plan to the project at `rootPath` (absolute), all or
  * nothing. Returns the resolution id and what changed; its restore point
  * stays under `.marsh/resolve/<id>/` for `undo`.
@@ -287,7 +150,12 @@ export async function applyPlan(
   const gitModes = plan.scope === "git";
   const hexLength = hexLengthOf(plan);
   using root = Dir.openAbsolute(rootPath);
-  const ops = opsOf(root, plan, opts.dirModes);
+  const { ops, blocked } = opsOf(root, plan, opts.dirModes);
+  if (blocked.length > 0) {
+    // Name every changed path too, not only the first obstacle found.
+    const { changed } = checkOps(root, ops, gitModes, hexLength);
+    throw refusalOf({ changed, blocked }, opts);
+  }
   const step = async (name: string) => await opts.onStep?.(name);
   using resolveRoot = openResolveRoot(root, true)!;
   using res = makeResolutionDir(resolveRoot, id);
@@ -311,11 +179,12 @@ export async function applyPlan(
     for (const op of ops) await stageOne(work, op, opts, hexLength);
     fsyncDir(stage);
     await step("staged");
-    const { prior, changed, problems } = checkOps(root, ops, gitModes, hexLength);
-    if (changed.length > 0) {
-      refusal = opts.changedError?.(changed) ?? new ConcurrentChangeError(changed);
-    } else if (problems.length > 0) refusal = new ApplyRefusedError(problems);
-    if (refusal !== null) throw refusal;
+    const checked = checkOps(root, ops, gitModes, hexLength);
+    if (checked.changed.length > 0 || checked.blocked.length > 0) {
+      refusal = refusalOf(checked, opts);
+      throw refusal;
+    }
+    const prior = checked.prior;
     log.append({ t: "ready", prior });
     await step("ready");
     let i = 0;

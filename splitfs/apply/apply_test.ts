@@ -258,6 +258,64 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "apply: a write after the re-check is caught once the file is in the backup; all rolled back",
+  permissions: PERMS,
+}, async () => {
+  using sb = sandbox("marsh-apply-");
+  const pre: Spec = { "a.txt": { file: "a" }, "b.txt": { file: "b" }, "d/x": { file: "x" } };
+  writeSpec(sb.root, pre);
+  const { plan, content } = planOf(pre, {
+    "a.txt": { file: "A" },
+    "b.txt": { file: "B" },
+    "d": { file: "D" },
+  });
+  let tree = new Map<string, string>();
+  const err = await rejection(
+    applyPlan(sb.root, plan, {
+      content,
+      onStep: (s) => {
+        if (s !== "ready") return;
+        // Right after the re-check. (A write of the same size within the same clock tick as
+        // the check is not caught: file times are coarse, as Git's racy-clean check knows.)
+        Deno.writeTextFileSync(`${sb.root}/a.txt`, "ZZ");
+        tree = treeOf(sb.root);
+      },
+    }),
+    ConcurrentChangeError,
+  );
+  assert.deepEqual(err.changed, [{
+    path: "a.txt",
+    expected: "what was checked",
+    found: "written after it was checked",
+  }]);
+  assert.deepEqual(fingerprintDiff(tree, treeOf(sb.root)), []);
+  assert.deepEqual(listResolutions(sb.root), []);
+  // A file made in a directory that goes, after the re-check: caught when the directory is moved.
+  const err2 = await rejection(
+    applyPlan(
+      sb.root,
+      planOf({ ...pre, "a.txt": { file: "ZZ" } }, {
+        "a.txt": { file: "ZZ" },
+        "b.txt": { file: "B" },
+        "d": { file: "D" },
+      }).plan,
+      {
+        content,
+        onStep: (s) => {
+          if (s !== "ready") return;
+          Deno.writeTextFileSync(`${sb.root}/d/late`, "late");
+          tree = treeOf(sb.root);
+        },
+      },
+    ),
+    ConcurrentChangeError,
+  );
+  assert.deepEqual(err2.changed.map((c) => [c.path, c.found]), [["d", "a directory holding late"]]);
+  assert.deepEqual(fingerprintDiff(tree, treeOf(sb.root)), []);
+});
+
+Deno.test({
   name: "apply: a conflicting or malformed plan is refused before anything",
   permissions: PERMS,
 }, async () => {

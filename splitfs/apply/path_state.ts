@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Dir } from "../dir.ts";
+import type { Dir, Stat } from "../dir.ts";
 import { fatalUtf8 } from "../file_names.ts";
 import { sameSignature, type Signature } from "../../model/resolution_plan.ts";
 import { blobIdOfFile, openParent } from "./fs_extra.ts";
@@ -18,11 +18,24 @@ import type { Prior } from "./intent_log.ts";
 export type Found = Prior | { readonly kind: "other"; readonly what: string };
 
 /**
+ * A file's or symlink's identity when it was read: inode, size, mtime and
+ * permission bits. The applier compares it once the entry is in the backup,
+ * so a write between the re-check and the move is caught.
+ */
+export function identityOf(st: Stat): string {
+  return `${st.ino}:${st.size}:${st.mtimeNs}:${st.perm}`;
+}
+
+/**
  * What `rel` holds under `root`. A path below a symlink or a file is absent
  * (nothing there is reachable without following it). `hexLength` picks the
  * blob id's hash (40: SHA-1, 64: SHA-256).
  */
-export function readState(root: Dir, rel: string, hexLength: number): Found {
+export function readState(
+  root: Dir,
+  rel: string,
+  hexLength: number,
+): Found & { readonly identity?: string } {
   const p = openParent(root, rel);
   if (!p.ok) return { kind: "absent" };
   using dir = p.dir;
@@ -33,7 +46,8 @@ export function readState(root: Dir, rel: string, hexLength: number): Found {
       return { kind: "dir", perm: st.perm };
     case "symlink": {
       try {
-        return { kind: "symlink", target: fatalUtf8.decode(dir.readlink(p.name)) };
+        const target = fatalUtf8.decode(dir.readlink(p.name));
+        return { kind: "symlink", target, identity: identityOf(st) };
       } catch (error) {
         if (!(error instanceof TypeError)) throw error;
         return { kind: "other", what: "a symlink whose target is not UTF-8" };
@@ -41,7 +55,13 @@ export function readState(root: Dir, rel: string, hexLength: number): Found {
     }
     case "file": {
       using f = dir.openFile(p.name);
-      return { kind: "file", perm: f.stat().perm, blob: blobIdOfFile(f, hexLength) };
+      const fst = f.stat();
+      return {
+        kind: "file",
+        perm: fst.perm,
+        blob: blobIdOfFile(f, hexLength),
+        identity: identityOf(fst),
+      };
     }
     default:
       return { kind: "other", what: `a ${st.kind}` };

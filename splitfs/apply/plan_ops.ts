@@ -164,14 +164,18 @@ export function checkOps(
   ops: readonly Op[],
   gitModes: boolean,
   hexLength: number,
-): { prior: Prior[]; changed: Changed[]; blocked: Blocked[] } {
+): { prior: Prior[]; identities: (string | null)[]; changed: Changed[]; blocked: Blocked[] } {
   const prior: Prior[] = [];
+  const identities: (string | null)[] = [];
   const changed: Changed[] = [];
   const blocked: Blocked[] = [];
   const removed = new Set(ops.filter((o) => o.after.kind === "absent").map((o) => o.path));
   for (const op of ops) {
-    const found: Found = readState(root, op.path, hexLength);
+    const { identity, ...found } = readState(root, op.path, hexLength) as Found & {
+      identity?: string;
+    };
     prior.push(found.kind === "other" ? { kind: "absent" } : found);
+    identities.push(identity ?? null);
     if (!matches(found, op.before, gitModes)) {
       changed.push({
         path: op.path,
@@ -193,5 +197,5 @@ export function checkOps(
       });
     }
   }
-  return { prior, changed, blocked };
+  return { prior, identities, changed, blocked };
 }

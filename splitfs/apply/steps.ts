@@ -14,6 +14,8 @@ import type { Dir } from "../dir.ts";
 import { comparePaths } from "../../model/resolution_plan.ts";
 import { fsyncDir, openParent, parentOf } from "./fs_extra.ts";
 import type { Op, Prior, StepKind } from "./intent_log.ts";
+import type { Changed } from "./errors.ts";
+import { identityOf } from "./path_state.ts";
 import { backupName, stageName } from "./resolution_dir.ts";
 
 /** One step: what it does to which op. */
@@ -50,14 +52,46 @@ export function stepsOf(ops: readonly Op[], prior: readonly Prior[]): Step[] {
   return out;
 }
 
-/** Runs one step. */
-export function runStep(root: Dir, work: Work, op: Op, kind: StepKind): void {
+/** A path found changed once moved to the backup: it changed after the re-check. */
+export class ChangedDuringApply extends Error {
+  override name = "ChangedDuringApply";
+  constructor(readonly changed: Changed) {
+    super(`${changed.path} changed while the apply ran`);
+  }
+}
+
+/**
+ * Runs one step. A backed-up entry is compared with what the re-check read
+ * (`identity`: see path_state.ts), and a backed-up directory must be empty.
+ */
+export function runStep(
+  root: Dir,
+  work: Work,
+  op: Op,
+  kind: StepKind,
+  identity: string | null = null,
+): void {
   const { dir, name } = parentOf(root, op.path);
   using _ = dir;
   switch (kind) {
-    case "backup":
-      dir.rename(name, work.backup, backupName(op.n));
+    case "backup": {
+      const b = backupName(op.n);
+      dir.rename(name, work.backup, b);
+      const st = work.backup.statAt(b);
+      let found: string | null = null;
+      if (st?.kind === "dir") {
+        using moved = work.backup.openDir(b);
+        const left = moved.listing();
+        const first = left.entries[0]?.name ?? left.invalid[0]?.shown;
+        if (first !== undefined) found = `a directory holding ${first}`;
+      } else if (identity !== null && (st === null || identityOf(st) !== identity)) {
+        found = "written after it was checked";
+      }
+      if (found !== null) {
+        throw new ChangedDuringApply({ path: op.path, expected: "what was checked", found });
+      }
       return;
+    }
     case "mkdir":
       dir.mkdir(name, op.dirMode ?? 0o777);
       if (op.dirMode !== undefined) {

@@ -41,7 +41,15 @@ import {
   STAGE_DIR,
   stageName,
 } from "./resolution_dir.ts";
-import { rollBack, runStep, type Step, stepsOf, syncTouched, type Work } from "./steps.ts";
+import {
+  ChangedDuringApply,
+  rollBack,
+  runStep,
+  type Step,
+  stepsOf,
+  syncTouched,
+  type Work,
+} from "./steps.ts";
 
 /** Where a taken file's bytes come from. */
 export type Content =
@@ -193,7 +201,7 @@ export async function applyPlan(
       log.append({ t: "step", kind: s.kind, n: s.n });
       logged.push(s);
       await step(`${name}:logged`);
-      runStep(root, work, ops[s.n]!, s.kind);
+      runStep(root, work, ops[s.n]!, s.kind, checked.identities[s.n] ?? null);
       await step(`${name}:done`);
     }
     syncTouched(root, work, ops);
@@ -211,6 +219,9 @@ export async function applyPlan(
     res.close();
     resolveRoot.removeTree(id);
     fsyncDir(resolveRoot);
+    if (error instanceof ChangedDuringApply) {
+      throw refusalOf({ changed: [error.changed], blocked: [] }, opts);
+    }
     throw error === refusal ? error : new ApplyFailedError(id, error);
   }
   log.append({ t: "commit" });

@@ -200,3 +200,29 @@ Deno.test({
   assert.equal(again.code, 0, show(again));
   assert.deepEqual(fingerprintDiff(pre, treeOf(sb.root)), []);
 });
+
+Deno.test({
+  name:
+    "crash: kill -9 of an undo after its commit: recovery finishes it and marks the original undone",
+  permissions: PERMS,
+}, async () => {
+  using sb = sandbox("marsh-crash-");
+  writeSpec(sb.root, PRE);
+  writeFixture(sb.top);
+  const pre = treeOf(sb.root);
+  const applied = await drive(["apply", sb.root, sb.top, "r1"], sb.top);
+  assert.equal(applied.code, 0, show(applied));
+  const killed = await drive(["undo", sb.root, "r1", "u1"], sb.top, {
+    MARSH_TEST_PAUSE_AT: "committed",
+  });
+  assert.ok(killed.paused, show(killed));
+  const rec = await drive(["recover-all", sb.root], sb.top);
+  assert.deepEqual(JSON.parse(rec.stdout), { r1: "post", u1: "post" }, show(rec));
+  assert.deepEqual(fingerprintDiff(pre, treeOf(sb.root)), []);
+  assert.deepEqual([...Deno.readDirSync(`${sb.root}/.marsh/resolve/r1`)].map((e) => e.name), [
+    "log",
+  ]);
+  const again = await drive(["undo", sb.root, "r1", "u2"], sb.top);
+  assert.notEqual(again.code, 0);
+  assert.match(again.stderr, /resolution r1 was undone already, by u1/);
+});

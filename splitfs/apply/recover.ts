@@ -40,6 +40,22 @@ export function logState(records: readonly LogRecord[]): LogState {
   return "begun";
 }
 
+/**
+ * Marks resolution `original` undone by `by` and drops its backup (its files
+ * are the undo's now, hard-linked); does nothing when already marked, so
+ * recovery can finish an undo that a crash interrupted after its commit.
+ */
+export function settleUndo(resolveRoot: Dir, original: string, by: string): void {
+  if (resolveRoot.statAt(original)?.kind !== "dir") return;
+  using res = resolveRoot.openDir(original);
+  if (!readLog(res).some((r) => r.t === "undone")) {
+    using log = IntentLog.open(res);
+    log.append({ t: "undone", by });
+  }
+  res.removeTree(BACKUP_DIR);
+  fsyncDir(res);
+}
+
 /** The ids of the resolutions under `<root>/.marsh/resolve/`, sorted. */
 export function listResolutions(rootPath: string): string[] {
   using root = Dir.openAbsolute(rootPath);
@@ -72,17 +88,19 @@ export async function recover(
   try {
     const records = readLog(res);
     const state = logState(records);
-    if (state === "done") return "post";
-    if (state === "committed") {
-      await step("drop-stage");
-      res.removeTree(STAGE_DIR);
-      fsyncDir(res);
-      using log = IntentLog.open(res);
-      log.append({ t: "done" });
+    const begin = records[0]?.t === "begin" ? records[0] : null;
+    if (state === "done" || state === "committed") {
+      if (state === "committed") {
+        await step("drop-stage");
+        res.removeTree(STAGE_DIR);
+        fsyncDir(res);
+        using log = IntentLog.open(res);
+        log.append({ t: "done" });
+      }
+      if (begin?.undoes !== undefined) settleUndo(resolveRoot, begin.undoes, id);
       return "post";
     }
-    if (state === "begun") {
-      const begin = records[0] as Extract<LogRecord, { t: "begin" }>;
+    if (state === "begun" && begin !== null) {
       const logged: Step[] = records.flatMap((r) =>
         r.t === "step" ? [{ kind: r.kind, n: r.n }] : []
       );

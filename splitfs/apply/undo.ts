@@ -18,9 +18,8 @@ import {
   type Present,
 } from "../../model/resolution_plan.ts";
 import { ResolutionStateError, UndoRefusedError } from "./errors.ts";
-import { fsyncDir } from "./fs_extra.ts";
-import { IntentLog, type LogRecord, type Prior, readLog } from "./intent_log.ts";
-import { logState } from "./recover.ts";
+import { type LogRecord, type Prior, readLog } from "./intent_log.ts";
+import { logState, settleUndo } from "./recover.ts";
 import { BACKUP_DIR, backupName, checkId, openResolveRoot } from "./resolution_dir.ts";
 import { type Applied, type ApplyOptions, applyPlan } from "./transaction.ts";
 
@@ -130,10 +129,7 @@ export async function undo(rootPath: string, id: string, opts: UndoOptions = {})
   };
   const applied = await applyPlan(rootPath, plan, options);
   // The restore point is spent: its files are the undo's now (hard links), and a later edit
-  // of one must not reach a backup that nothing reads.
-  using log = IntentLog.open(res);
-  log.append({ t: "undone", by: applied.id });
-  res.removeTree(BACKUP_DIR);
-  fsyncDir(res);
+  // of one must not reach a backup that nothing reads. Recovery does this too after a crash.
+  settleUndo(resolveRoot, id, applied.id);
   return applied;
 }

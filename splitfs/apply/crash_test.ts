@@ -41,9 +41,15 @@ const POST: Spec = {
   "new/deep/er/file.bin": { file: binary(5000, 9) },
 };
 
-/** Writes the plan of PRE → POST (files only, as a Git merge plans) and its blobs. */
-function writeFixture(dir: string): void {
-  const { plan } = planOf(PRE, POST, { scope: "git", filesOnly: true });
+type Scope = "git" | "filesystem";
+
+/**
+ * Writes the plan of PRE → POST and its blobs: in the `git` scope files
+ * only, as a Git merge plans (the applier makes and removes directories
+ * itself); in the `filesystem` scope every directory made or removed too.
+ */
+function writeFixture(dir: string, scope: Scope = "git"): void {
+  const { plan } = planOf(PRE, POST, { scope, filesOnly: scope === "git" });
   Deno.writeTextFileSync(`${dir}/plan.json`, JSON.stringify(plan));
   Deno.mkdirSync(`${dir}/blobs`);
   for (const w of Object.values(POST)) {
@@ -111,10 +117,10 @@ async function drive(
 const show = (r: Run) => `exit ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
 
 /** The steps an apply of the fixture passes through, from a run that records them. */
-async function recordSteps(): Promise<string[]> {
+async function recordSteps(scope: Scope): Promise<string[]> {
   using sb = sandbox("marsh-crash-");
   writeSpec(sb.root, PRE);
-  writeFixture(sb.top);
+  writeFixture(sb.top, scope);
   const file = `${sb.top}/steps`;
   const r = await drive(["apply", sb.root, sb.top, "r1"], sb.top, { MARSH_TEST_STEPS: file });
   assert.equal(r.code, 0, show(r));
@@ -122,59 +128,63 @@ async function recordSteps(): Promise<string[]> {
   return Deno.readTextFileSync(file).split("\n").filter((l) => l !== "");
 }
 
-Deno.test({
-  name:
-    "crash: kill -9 at every step of an apply, and during recovery, gives exactly the pre- or the post-state",
-  permissions: PERMS,
-}, async (t) => {
-  const steps = await recordSteps();
-  // begin, staged, ready, each step logged and done, synced, committed, done.
-  assert.ok(steps.length > 30, steps.join(" "));
-  assert.deepEqual(steps.slice(0, 3), ["begin", "staged", "ready"]);
-  assert.deepEqual(steps.slice(-3), ["synced", "committed", "done"]);
-  const committedAt = steps.indexOf("committed");
-  for (const [i, step] of steps.entries()) {
-    await t.step(step, async () => {
-      using sb = sandbox("marsh-crash-");
-      writeSpec(sb.root, PRE);
-      writeFixture(sb.top);
-      const pre = treeOf(sb.root);
-      const post = treeOfSpec(sb.top, POST);
-      const applied = await drive(["apply", sb.root, sb.top, "r1"], sb.top, {
-        MARSH_TEST_PAUSE_AT: step,
+for (const scope of ["git", "filesystem"] as const) {
+  Deno.test({
+    name:
+      `crash: kill -9 at every step of an apply (${scope} scope), and during recovery, gives exactly the pre- or the post-state`,
+    permissions: PERMS,
+  }, async (t) => {
+    const steps = await recordSteps(scope);
+    // begin, staged, ready, each step logged and done, synced, committed, done.
+    assert.ok(steps.length > 30, steps.join(" "));
+    assert.deepEqual(steps.slice(0, 3), ["begin", "staged", "ready"]);
+    assert.deepEqual(steps.slice(-3), ["synced", "committed", "done"]);
+    const committedAt = steps.indexOf("committed");
+    for (const [i, step] of steps.entries()) {
+      await t.step(step, async () => {
+        using sb = sandbox("marsh-crash-");
+        writeSpec(sb.root, PRE);
+        writeFixture(sb.top, scope);
+        const pre = treeOf(sb.root);
+        const post = treeOfSpec(sb.top, POST);
+        const applied = await drive(["apply", sb.root, sb.top, "r1"], sb.top, {
+          MARSH_TEST_PAUSE_AT: step,
+        });
+        assert.ok(applied.paused, show(applied));
+        // The first recovery is killed at its second step (when it has one).
+        const first = await drive(["recover", sb.root, "r1"], sb.top, {
+          MARSH_TEST_PAUSE_AT: "#2",
+        });
+        assert.ok(first.paused || first.code === 0, show(first));
+        const want = i >= committedAt ? "post" : "pre";
+        // The next start recovers whatever is left under .marsh/resolve.
+        const second = await drive(["recover-all", sb.root], sb.top);
+        assert.equal(second.code, 0, show(second));
+        const settled = JSON.parse(second.stdout) as Record<string, string>;
+        if (first.paused) assert.deepEqual(settled, { r1: want }, show(second));
+        else {
+          assert.equal(first.stdout.trim(), want, show(first));
+          assert.deepEqual(settled, want === "post" ? { r1: "post" } : {}, show(second));
+        }
+        assert.deepEqual(
+          fingerprintDiff(want === "pre" ? pre : post, treeOf(sb.root)),
+          [],
+          `after ${step}`,
+        );
+        const res = `${sb.root}/.marsh/resolve/r1`;
+        if (want === "pre") assert.deepEqual(listResolutions(sb.root), []);
+        else {
+          const kept = [...Deno.readDirSync(res)].map((e) => e.name).sort();
+          assert.deepEqual(kept, ["backup", "log"]);
+        }
+        // Recovery is idempotent: once more changes nothing.
+        const third = await drive(["recover-all", sb.root], sb.top);
+        assert.equal(third.stdout.trim(), want === "post" ? '{"r1":"post"}' : "{}", show(third));
+        assert.deepEqual(fingerprintDiff(want === "pre" ? pre : post, treeOf(sb.root)), []);
       });
-      assert.ok(applied.paused, show(applied));
-      // The first recovery is killed at its second step (when it has one).
-      const first = await drive(["recover", sb.root, "r1"], sb.top, { MARSH_TEST_PAUSE_AT: "#2" });
-      assert.ok(first.paused || first.code === 0, show(first));
-      const want = i >= committedAt ? "post" : "pre";
-      // The next start recovers whatever is left under .marsh/resolve.
-      const second = await drive(["recover-all", sb.root], sb.top);
-      assert.equal(second.code, 0, show(second));
-      const settled = JSON.parse(second.stdout) as Record<string, string>;
-      if (first.paused) assert.deepEqual(settled, { r1: want }, show(second));
-      else {
-        assert.equal(first.stdout.trim(), want, show(first));
-        assert.deepEqual(settled, want === "post" ? { r1: "post" } : {}, show(second));
-      }
-      assert.deepEqual(
-        fingerprintDiff(want === "pre" ? pre : post, treeOf(sb.root)),
-        [],
-        `after ${step}`,
-      );
-      const res = `${sb.root}/.marsh/resolve/r1`;
-      if (want === "pre") assert.deepEqual(listResolutions(sb.root), []);
-      else {
-        const kept = [...Deno.readDirSync(res)].map((e) => e.name).sort();
-        assert.deepEqual(kept, ["backup", "log"]);
-      }
-      // Recovery is idempotent: once more changes nothing.
-      const third = await drive(["recover-all", sb.root], sb.top);
-      assert.equal(third.stdout.trim(), want === "post" ? '{"r1":"post"}' : "{}", show(third));
-      assert.deepEqual(fingerprintDiff(want === "pre" ? pre : post, treeOf(sb.root)), []);
-    });
-  }
-});
+    }
+  });
+}
 
 Deno.test({
   name:

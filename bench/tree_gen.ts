@@ -42,8 +42,8 @@ export interface GenerateOptions {
 export const GENERATOR_VERSION = 4;
 
 /**
- * The total size aimed at for a tree of `files` files: DESIGN.md §12's
- * 1k ≈ 23 MB and 10k ≈ 215 MB, but 100k ≈ 600 MB instead of its 1.2 GB:
+ * The total size aimed at for a tree of `files` files: the sizes in docs/engine.md
+ * "Measured costs", 1k ≈ 23 MB and 10k ≈ 215 MB, but 100k ≈ 600 MB instead of its 1.2 GB:
  * generating and committing 1.2 GB took 81–126 s on these machines (Git's
  * hashing and zlib alone 46 s), so the 100k tree keeps its file count and
  * shape and halves the binary bytes. Interpolated log-log between those

@@ -47,7 +47,10 @@ import { CliError } from "./cli_error.ts";
  */
 export const JOB_SOCK_ENV = "MARSH_JOB_SOCK";
 
-/** The status when a job's socket no longer answers: the job's end is unknown (spec 004 §13.9). */
+/**
+ * The status when a job's socket no longer answers: the job's end is unknown (docs/rules.md
+ * "The job capability").
+ */
 export const JOB_REVOKED = 125;
 
 /** How often to try the socket while the daemon starts or stops. */

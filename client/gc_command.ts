@@ -1,7 +1,7 @@
 /**
  * `marsh gc [--dry-run] [--json]`: deletes the current project's snapshot
  * layers that no split on disk and no snapshot chain needs, and says how
- * many bytes that freed (spec 000 §13 "Retention"; issue 4 §2).
+ * many bytes that freed (docs/guide.md "Housekeeping"; issue 4 §2).
  *
  * Needs what {@linkcode connectDaemon} needs.
  *

@@ -1,7 +1,7 @@
 /**
  * `marsh join`: reads a split's handle from stdin, takes the daemon's
  * rendering of its results, hands it to stdout or to a consumer command,
- * and releases the split with the consumer's status (spec 000 §2, §6).
+ * and releases the split with the consumer's status (docs/rules.md "Running a split").
  *
  * Needs what {@linkcode connectDaemon} needs, and `--allow-run` for the
  * consumer.

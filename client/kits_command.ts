@@ -4,7 +4,7 @@
  *
  * `kits add` checks the request here, then runs `engine/kit_check_main.ts`
  * (the CLI has no network and the daemon has no Docker permission,
- * DESIGN.md §4) to find the image in the engine marsh uses and to check a
+ * docs/architecture.md "Permissions") to find the image in the engine marsh uses and to check a
  * chosen `--home`, and only then asks the daemon to register the image id
  * that check resolved. Every failure before the daemon's reply registers
  * nothing.

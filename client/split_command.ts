@@ -1,7 +1,7 @@
 /**
  * `marsh split`: asks the daemon for a split, streams stdin into its spool,
  * relays its notices, and prints the handle line when every branch is
- * settled. Exits with the split's status (spec 000 §2, §12).
+ * settled. Exits with the split's status (docs/rules.md "Running a split").
  *
  * Needs what {@linkcode connectDaemon} needs.
  *
@@ -23,7 +23,7 @@ import type { CliIo, Signals } from "./io.ts";
 /** The word that starts an argv branch; never an argument of one. */
 export const ARGV_SEPARATOR = ":::";
 
-/** The status of a split cancelled by Ctrl-C (spec 000 §2). */
+/** The status of a split cancelled by Ctrl-C (docs/rules.md "Running a split"). */
 export const CANCELLED = 130;
 
 /** What `marsh split` was asked for. */
@@ -160,7 +160,7 @@ export function parseArgvBranches(parts: readonly string[]): BranchSpec[] {
   });
 }
 
-/** The handle line `marsh join` reads (spec 000 §12), with its newline. */
+/** The handle line `marsh join` reads (docs/rules.md "States and records"), with its newline. */
 export function handleLine(id: string): string {
   return `${JSON.stringify({ marsh_split: 1, id })}\n`;
 }

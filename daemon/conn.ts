@@ -25,14 +25,19 @@ export type Authority =
     readonly session: string;
   }
   | {
-    /** A Kit job, through its attempt's `/run/marsh/cap.sock` (spec 004 §3). */
+    /**
+     * A Kit job, through its attempt's `/run/marsh/cap.sock` (docs/rules.md "The job capability").
+     */
     readonly kind: "job";
     readonly job: string;
     readonly attempt: string;
     /** The split and branch the job runs for: its view is that branch's fork. */
     readonly split: string;
     readonly label: string;
-    /** The pool session of the job's split: nested splits share its pool (spec 000 §4). */
+    /**
+     * The pool session of the job's split: nested splits share its pool (docs/rules.md
+     * "Budgets and capabilities").
+     */
     readonly session: string;
     /** The job's fork on the host (also its path inside the container). */
     readonly fork: string;

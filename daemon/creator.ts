@@ -1,6 +1,6 @@
 /**
  * Who created a split, from the authority of the connection that asked
- * (spec 000 §12): the host, a shell branch's session, or a Kit job. Only a
+ * (docs/rules.md "States and records"): the host, a shell branch's session, or a Kit job. Only a
  * split's creator (or the host, for the host's own splits) may join it,
  * list it, read its logs or cancel it.
  *

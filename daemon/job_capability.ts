@@ -1,5 +1,5 @@
 /**
- * What the daemon puts in a Kit attempt's capability dir (spec 004 §4): the
+ * What the daemon puts in a Kit attempt's capability dir (docs/rules.md "The job capability"): the
  * link stubs, the link script, `context.md`, and the empty mount points the
  * worker binds the socket, Deno and the in-job client onto. `job.json` is the
  * worker's (it alone reads the image's `PATH`). The dir is made fresh per
@@ -43,7 +43,7 @@ export function jobJsonBase(
     version: 1,
     job,
     name,
-    // Cross-Kit spawning is allowed by default (spec 004 §6); nothing narrows it yet.
+    // Cross-Kit spawning is allowed by default (docs/rules.md "Kit jobs"); nothing narrows it yet.
     spawn: names,
     registered: names,
     socket: CAP_SOCKET,
@@ -60,7 +60,7 @@ export function jobJsonBase(
   };
 }
 
-/** The job's agent context (spec 004 §9): what it can do from any shell. */
+/** The job's agent context (docs/rules.md "The job capability"): what it can do from any shell. */
 export function jobContext(base: JobJsonBase): string {
   const spawn = base.spawn.length === 0 ? "(none)" : base.spawn.join(", ");
   return `# marsh job ${base.job} (${base.name})

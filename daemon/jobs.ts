@@ -2,8 +2,7 @@
  * Kit jobs as the daemon shows and settles them: `marsh jobs` (the jobs a
  * caller may see), `marsh workers reset KIT` (the Kit's leftover
  * containers removed, verified, and the slots their jobs held released),
- * and what a restart found (uncertain jobs keep their slots: spec 000 §4,
- * §6; spec 004 §8).
+ * and what a restart found (uncertain jobs keep their slots: docs/rules.md "Kit jobs").
  *
  * A job holds its branch's pool slot while its cleanup is `live` or
  * `uncertain`; the holder is `<split>/<label>` in the job's session, as for

@@ -1,8 +1,7 @@
 /**
- * Which commands an argv branch may start (spec 000 §2: "CMD must be a
- * registered command"): a split whose argv branch names an unregistered
- * CMD is refused at setup (status 2, nothing runs), and the refusal lists
- * the registered names.
+ * Which commands an argv branch may start (docs/rules.md "Branches": CMD must be a registered Kit):
+ * a split whose argv branch names an unregistered CMD is refused at setup (status 2, nothing runs),
+ * and the refusal lists the registered names.
  *
  * Needs nothing beyond the journal it is given.
  *

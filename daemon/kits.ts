@@ -3,7 +3,7 @@
  * only. Registrations live in the journal; each Kit's home directory is
  * made here, under the control dir, unless the caller chose one.
  *
- * The daemon has no Docker permission (DESIGN.md §4): the CLI checks the
+ * The daemon has no Docker permission (docs/architecture.md "Permissions"): the CLI checks the
  * image in the engine and sends the id it resolved, and checks that a
  * chosen `--home` exists (the daemon may read only its control dir).
  *

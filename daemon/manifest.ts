@@ -1,5 +1,5 @@
 /**
- * Builds the public manifest (spec 000 §12) from journal records.
+ * Builds the public manifest (docs/rules.md "States and records") from journal records.
  *
  * @module
  */

@@ -46,7 +46,7 @@ async function drain(conn: Conn, ms: number): Promise<void> {
 }
 
 /**
- * What a Kit job's capability admits (spec 000 §3, spec 004 §3): a split,
+ * What a Kit job's capability admits (docs/rules.md "The job capability"): a split,
  * its join, and `marsh jobs` of its own subtree. Everything else is refused,
  * naming what to do instead.
  */

@@ -1,5 +1,5 @@
 /**
- * A thin typed wrapper over `npm:dockerode` (DESIGN.md §3, §6): the calls
+ * A thin typed wrapper over `npm:dockerode` (docs/architecture.md "Platform choices"): the calls
  * marsh makes to a Docker engine over its Unix socket, with our own types
  * (dockerode ships none, and `@types/dockerode` describes 4.x and drags
  * Node 18's typings into the project's type check) and two errors callers
@@ -80,7 +80,7 @@ export interface ContainerSpec {
   readonly labels?: Readonly<Record<string, string>>;
   /** `--init` (tini reaps and forwards signals). Default true. */
   readonly init?: boolean;
-  /** Default `"none"`: no network at all (DESIGN.md §8). */
+  /** Default `"none"`: no network at all (docs/architecture.md "Platform choices"). */
   readonly network?: "none" | "host" | "bridge";
   /** `UID[:GID]` or a name in the image's /etc/passwd. */
   readonly user?: string;

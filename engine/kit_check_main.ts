@@ -2,7 +2,7 @@
  * The `marsh kits add` check, run by the CLI with `kitCheckFlags()`
  * (`flags.ts`) before it asks the daemon to register anything: the CLI
  * has no network and reads only the control dir, and the daemon has no
- * Docker permission (DESIGN.md §4), so what needs the engine socket or a
+ * Docker permission (docs/architecture.md "Permissions"), so what needs the engine socket or a
  * chosen home directory is done here.
  *
  *     kit_check_main.ts --socket=PATH --control-dir=DIR [--home=DIR] IMAGE

@@ -1,5 +1,5 @@
 /**
- * A private Docker engine for machines without one (DESIGN.md §8):
+ * A private Docker engine for machines without one (docs/architecture.md "Platform choices"):
  * `dockerd --storage-driver=vfs --iptables=false --bridge=none` with its own
  * socket, data root, pidfile, log and (empty) config file under
  * `<control dir>/engine/`, and its own exec root. No bridge means Kit

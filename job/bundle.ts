@@ -1,7 +1,7 @@
 /**
  * Bundles the in-job client (`job/main.ts`, with commander and the shared
- * command line) into one JS file for `/run/marsh/marsh.js` (DESIGN.md §3):
- * the host's own Deno runs it inside Kit containers, so nothing is fetched,
+ * command line) into one JS file for `/run/marsh/marsh.js` (docs/architecture.md
+ * "Platform choices"): the host's own Deno runs it inside Kit containers, so nothing is fetched,
  * compiled or cached there. Bundling takes about 0.1 s and needs no network
  * once `deno.json`'s npm packages are cached.
  *

@@ -1,8 +1,8 @@
 /**
- * The in-job client: `marsh` inside a Kit container (spec 004 §4, §5,
- * §13). Bundled by `bundleJobClient` (`job/bundle.ts`) into one JS
- * file bound read-only at `/run/marsh/marsh.js` and run by the host's own
- * Deno (`/run/marsh/deno`) with `JOB_CLIENT_FLAGS`, through the link script:
+ * The in-job client: `marsh` inside a Kit container (docs/rules.md "The job capability"). Bundled
+ * by `bundleJobClient` (`job/bundle.ts`) into one JS file bound read-only at `/run/marsh/marsh.js`
+ * and run by the host's own Deno (`/run/marsh/deno`) with `JOB_CLIENT_FLAGS`, through the link
+ * script:
  *
  *     /run/marsh/bin/NAME -> /run/marsh/link --link=NAME ARGS...
  *       -> /run/marsh/deno run JOB_CLIENT_FLAGS /run/marsh/marsh.js --link=NAME ARGS...

@@ -15,7 +15,7 @@ import { SPLIT_TRANSITIONS } from "../model/split_state.ts";
 export const RESTART_REASON = "daemon restarted";
 
 /**
- * Settles what a daemon restart left unfinished (spec 000 §6), in one
+ * Settles what a daemon restart left unfinished (docs/rules.md "Life cycle and restart"), in one
  * transaction, before the daemon serves anything: splits in `run` become
  * `uncertain` and splits in `await` become `kept`, both with reason
  * `daemon restarted`; launched (`running`) branches become `uncertain`

@@ -6,7 +6,7 @@
  * (the split before its snapshot, a branch before its launch, a state before
  * a release).
  *
- * Only the daemon opens the journal (DESIGN.md §4).
+ * Only the daemon opens the journal (docs/architecture.md "Permissions").
  *
  * @module
  */
@@ -385,7 +385,7 @@ export class Journal implements Disposable {
   }
 
   /**
-   * Settles what a daemon restart left unfinished (spec 000 §6), in one
+   * Settles what a daemon restart left unfinished (docs/rules.md "Life cycle and restart"), in one
    * transaction, before the daemon serves anything: splits in `run` become
    * `uncertain` and splits in `await` become `kept`, both with reason
    * `daemon restarted`; launched (`running`) branches become `uncertain`

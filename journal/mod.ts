@@ -1,5 +1,5 @@
 /**
- * The daemon's journal (spec 000 §5, §6, §12; DESIGN.md §7): splits,
+ * The daemon's journal (docs/rules.md "States and records"): splits,
  * branches, capabilities and the Kit registry in one owner-only SQLite file,
  * `$MARSH_HOME/journal.db`, through `node:sqlite`.
  *

@@ -1,5 +1,5 @@
 /**
- * The records the journal keeps (spec 000 §5 and §12): one per split, one
+ * The records the journal keeps (docs/rules.md "States and records"): one per split, one
  * per branch, one per capability. Field names follow the spec's JSON shapes
  * in camelCase; `*Ms` fields are Unix milliseconds.
  *
@@ -13,7 +13,7 @@ import type { BranchState } from "../model/branch_state.ts";
 export { isSplitState, SPLIT_STATES, type SplitState } from "../model/split_state.ts";
 export { BRANCH_STATES, type BranchState, isBranchState } from "../model/branch_state.ts";
 
-/** Capability states (spec 000 §4). */
+/** Capability states (docs/rules.md "Budgets and capabilities"). */
 export const CAPABILITY_STATES = ["live", "revoked"] as const;
 /** A capability's state. */
 export type CapabilityState = typeof CAPABILITY_STATES[number];
@@ -23,7 +23,7 @@ export const BRANCH_KINDS = ["shell", "argv"] as const;
 /** A branch's kind. */
 export type BranchKind = typeof BRANCH_KINDS[number];
 
-/** How every writer of a shell branch was tracked (DESIGN.md §3). */
+/** How every writer of a shell branch was tracked (docs/architecture.md "Platform choices"). */
 export const MECHANISMS = ["cgroup", "subreaper"] as const;
 /** A branch's supervision mechanism. */
 export type Mechanism = typeof MECHANISMS[number];
@@ -38,7 +38,7 @@ export const VIEWS = ["project", "fork"] as const;
 export type View = typeof VIEWS[number];
 
 /**
- * Kit job states (spec 004 §13): `queued` (recorded, not launched),
+ * Kit job states (docs/rules.md "Kit jobs"): `queued` (recorded, not launched),
  * `running`, `finished` (its command exited), `failed` (it could not run),
  * `cancelled`, `uncertain` (its end is unknown: a daemon restart, or a
  * container whose removal was not verified).
@@ -55,7 +55,7 @@ export const JOB_STATES = [
 export type JobState = typeof JOB_STATES[number];
 
 /**
- * Whether a job's container is gone (spec 000 §4, spec 004 §8): `none` (no
+ * Whether a job's container is gone (docs/rules.md "Kit jobs"): `none` (no
  * container was ever asked for), `live` (one may exist and this daemon
  * tracks it), `removed` (deletion verified), `uncertain` (one may exist
  * and nobody tracks it: its slot stays held until `marsh workers reset KIT`).
@@ -70,7 +70,7 @@ export function isCapabilityState(x: unknown): x is CapabilityState {
 }
 
 /**
- * Who created a split (spec 000 §12): the host (its handle is the join
+ * Who created a split (docs/rules.md "States and records"): the host (its handle is the join
  * capability for host callers), a session, or a Kit job.
  */
 export type Creator =
@@ -84,7 +84,7 @@ export type DirIdentity = readonly [dev: string, ino: string];
 /** Where a branch runs: a host shell, or a registered Kit command in a container. */
 export type Placement = "shell-vm" | `kit:${string}`;
 
-/** The caller's Git state at snapshot time (spec 000 §12 `git`). */
+/** The caller's Git state at snapshot time (`git` in docs/guide.md "The manifest"). */
 export interface GitSource {
   readonly head: string | null;
   readonly objects: readonly string[];
@@ -219,7 +219,9 @@ export interface JobFilter {
   readonly creatorJob?: string;
 }
 
-/** A capability: a daemon record, never a bearer secret (spec 000 §4). */
+/**
+ * A capability: a daemon record, never a bearer secret (docs/rules.md "Budgets and capabilities").
+ */
 export interface CapabilityRecord {
   readonly id: string;
   readonly split: string;
@@ -284,7 +286,7 @@ export interface SplitCounts {
   readonly kept: number;
 }
 
-/** What restart recovery changed (spec 000 §6); forks are all kept. */
+/** What restart recovery changed (docs/rules.md "Life cycle and restart"); forks are all kept. */
 export interface RecoveryReport {
   readonly atMs: number;
   readonly splits: readonly {

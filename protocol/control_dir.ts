@@ -1,5 +1,5 @@
 /**
- * The control dir (DESIGN.md §7): `$MARSH_HOME`, else
+ * The control dir (docs/architecture.md "Where state lives"): `$MARSH_HOME`, else
  * `$XDG_STATE_HOME/marsh`, else `~/.local/state/marsh`; mode 0700, owned by
  * the caller. Where the daemon's socket, journal, log and per-attempt files
  * live. The CLI and the daemon agree on it through this module.

@@ -146,7 +146,7 @@ export interface GcRequest {
 
 /**
  * `marsh kits add`: register a Kit command. The CLI has checked the image
- * in the engine (the daemon has no Docker permission, DESIGN.md §4) and
+ * in the engine (the daemon has no Docker permission, docs/architecture.md "Permissions") and
  * sends the id it resolved; `home` null asks for the default home under
  * the control dir.
  */

@@ -15,8 +15,8 @@
  *
  * A Kit container runs untrusted code: every admin file whose change could
  * make a host `git` in the fork run something is read-only there
- * (spec 000 §8, AdminReadOnly). A shell branch is the user's own code; Git
- * replaces `HEAD`, `config` and `packed-refs` by renaming a lock file over
+ * (docs/containment.md "An argv branch (Kit container)"). A shell branch is the user's own code;
+ * Git replaces `HEAD`, `config` and `packed-refs` by renaming a lock file over
  * them (`git checkout -b`, `git config`, `git gc`), which a bind would
  * refuse (`EBUSY`), so the view leaves them to capture's verification
  * (docs/engine.md, "Capture and verification").

@@ -1,7 +1,7 @@
 /**
- * The job capability dir, `/run/marsh/` in every Kit container (spec 004
- * §4, §13; DESIGN.md §3): what is in it, where, and the two scripts that make
- * registered names and `marsh` work from any shell in the job.
+ * The job capability dir, `/run/marsh/` in every Kit container (docs/rules.md
+ * "The job capability"): what is in it, where, and the two scripts that make registered names and
+ * `marsh` work from any shell in the job.
  *
  * | path | what | made by |
  * |---|---|---|
@@ -41,17 +41,23 @@ export const CAP_FILES = {
   client: "marsh.js",
 } as const;
 
-/** Open connections one attempt may hold on its socket, idle ones included (spec 004 §3). */
+/**
+ * Open connections one attempt may hold on its socket, idle ones included (docs/rules.md
+ * "The job capability").
+ */
 export const MAX_JOB_CONNECTIONS = 8;
-/** The refusal frame's message for the next one (spec 004 §13.10). */
+/** The refusal frame's message for the next one (docs/rules.md "The job capability"). */
 export const TOO_MANY_CONNECTIONS = "too many concurrent daemon requests in this job";
 
 /** `MARSH_JOB`: the job id, in every Kit container's environment. */
 export const JOB_ENV = "MARSH_JOB";
-/** `MARSH_ENTRY=1`: the marker the entrypoint's link consumes (spec 004 §5). */
+/** `MARSH_ENTRY=1`: the marker the entrypoint's link consumes (docs/rules.md "Links"). */
 export const ENTRY_ENV = "MARSH_ENTRY";
 
-/** `/run/marsh/job.json` (spec 004 §13.8; `env` digests are not computed yet and stay empty). */
+/**
+ * `/run/marsh/job.json` (docs/rules.md "The job capability"; `env` digests are not computed yet and
+ * stay empty).
+ */
 export interface JobJson {
   readonly version: 1;
   readonly job: string;
@@ -98,7 +104,7 @@ export function stubScript(name: string): string {
 }
 
 /**
- * `/run/marsh/link`, for a job whose own command is `own` (spec 004 §5):
+ * `/run/marsh/link`, for a job whose own command is `own` (docs/rules.md "Links"):
  *
  * 1. entry case: `NAME` is `own`, `MARSH_ENTRY=1` and the parent is
  *    docker-init (pid 1): unset the marker and exec the image's `NAME`;

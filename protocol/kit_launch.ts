@@ -1,8 +1,7 @@
 /**
- * The launch of one argv branch as a Kit container (spec 000 §1, §8;
- * DESIGN.md §3): what the daemon tells the worker, and the one parser that
- * validates it at the boundary. The worker turns it into exactly one
- * container (`worker/kit_container.ts`).
+ * The launch of one argv branch as a Kit container (docs/rules.md "Branches"): what the daemon
+ * tells the worker, and the one parser that validates it at the boundary. The worker turns it into
+ * exactly one container (`worker/kit_container.ts`).
  *
  * @module
  */
@@ -43,7 +42,10 @@ export interface KitSpec {
    * image's `PATH` (or an entrypoint script must `exec "$@"`).
    */
   readonly entrypoint: readonly string[] | null;
-  /** Docker network mode: `none` unless the kit says otherwise (DESIGN.md §8). */
+  /**
+   * Docker network mode: `none` unless the kit says otherwise (docs/architecture.md
+   * "Platform choices").
+   */
   readonly network: string;
   /** Names passed from the caller's env, when the caller has them (`isReservedEnvName` of `model/env_name.ts` never). */
   readonly env: readonly string[];
@@ -80,7 +82,9 @@ export interface KitLaunch {
   readonly stderr: string;
   /** Bytes of stdout and stderr together that are kept; more stops the container. */
   readonly outputLimit: number;
-  /** The job capability bound at `/run/marsh` (spec 004 §4); `null` = none. */
+  /**
+   * The job capability bound at `/run/marsh` (docs/rules.md "The job capability"); `null` = none.
+   */
   /**
    * The container's `uid:gid`: the forks' owner (the daemon's user), so the
    * fork is writable whatever the image's `USER`, what the job writes is

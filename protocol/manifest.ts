@@ -1,5 +1,5 @@
 /**
- * The split manifest (spec 000 §12): `out/manifest.json`, `join --json`, and
+ * The split manifest (docs/rules.md "States and records"): `out/manifest.json`, `join --json`, and
  * each element of `splits --json`. One shape for all three.
  *
  * @module
@@ -11,7 +11,7 @@ export type Creator =
   | { readonly kind: "session"; readonly id: string }
   | { readonly kind: "job"; readonly id: string };
 
-/** Public split states (spec 000 §12). */
+/** Public split states (docs/rules.md "States and records"). */
 export type SplitState = "run" | "await" | "joined" | "kept" | "cancelled" | "uncertain";
 
 /** Public branch states. */
@@ -94,7 +94,10 @@ export interface Manifest {
   readonly branches: readonly ManifestBranch[];
 }
 
-/** A branch's exit code from its status (spec 000 §12): exited N → N, failed/rejected → 125, cancelled → 130. */
+/**
+ * A branch's exit code from its status (docs/rules.md "States and records"): exited N → N,
+ * failed/rejected → 125, cancelled → 130.
+ */
 export function branchCode(status: string | undefined): number | undefined {
   if (status === undefined) return undefined;
   const m = /^exited (\d+)$/.exec(status);

@@ -67,7 +67,7 @@ export interface RenderBranchSpec {
 }
 
 /**
- * Stream the text rendering for a consumer (spec 000 §13 "Rendering") as
+ * Stream the text rendering for a consumer (docs/engine.md "Publish, manifest and render") as
  * `chunk` replies, then `done` (`changed`: the sum of `files`).
  */
 export interface RenderRequest {

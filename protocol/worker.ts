@@ -49,7 +49,9 @@ export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
 
-/** Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (spec 000 §7). */
+/**
+ * Default for {@linkcode CancelRequest.graceMs}: SIGINT, 10 s, SIGKILL (docs/rules.md "Cancel").
+ */
 export const DEFAULT_GRACE_MS = 10_000;
 /** The longest grace a cancel may ask for: the 1 h split deadline. */
 export const MAX_GRACE_MS = 3_600_000;

@@ -1,5 +1,5 @@
 /**
- * Per-fork Git metadata (spec 000 §8): a gitfile `<fork>/.git` pointing at
+ * Per-fork Git metadata (docs/rules.md "Snapshot and forks"): a gitfile `<fork>/.git` pointing at
  * `<split>/.admin/<label>/`, which holds a daemon-written `HEAD`, `config`,
  * `info/`, `packed-refs`, the caller's `index`, and `objects/` borrowing the
  * store's and the user's objects through `info/alternates`. The user's `.git`

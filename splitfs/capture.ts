@@ -1,5 +1,5 @@
 /**
- * Capture (spec 000 §8, §13): compare a fork with its base and write the
+ * Capture (docs/engine.md "Capture and verification"): compare a fork with its base and write the
  * result as `out/<label>/diff.patch` and `files`, storing pre- and post-image
  * blobs in `store.git`. One file pair is in memory at a time; the patch is
  * streamed to disk as it is produced.

@@ -24,9 +24,9 @@ import type { IgnoreScope } from "./ignore_rules.ts";
 import { passInvalid } from "./non_utf8.ts";
 import { GIT_NAME, GITIGNORE, isGitName, MAX_GITIGNORE_BYTES } from "./snapshot.ts";
 
-/** Spec 000 §13: 32 MiB per file. */
+/** docs/engine.md "Capture and verification": 32 MiB per file. */
 export const MAX_FILE_BYTES = 32 * 1024 * 1024;
-/** Spec 000 §13: 256 MiB of changed bytes per capture. */
+/** docs/engine.md "Capture and verification": 256 MiB of changed bytes per capture. */
 export const MAX_CHANGED_BYTES = 256 * 1024 * 1024;
 
 /**

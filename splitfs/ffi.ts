@@ -5,7 +5,7 @@
  *
  * Needs `--allow-ffi=<libc path>`. `errno` is read by `memcpy` out of
  * `__errno_location()` because `Deno.UnsafePointerView` would need unscoped
- * `--allow-ffi` (DESIGN.md §4).
+ * `--allow-ffi` (docs/architecture.md "Permissions").
  *
  * @module
  */

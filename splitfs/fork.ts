@@ -1,5 +1,5 @@
 /**
- * Forks: a private copy of a split's frozen base per branch (spec 000 §8),
+ * Forks: a private copy of a split's frozen base per branch (docs/rules.md "Snapshot and forks"),
  * behind one interface: the copy strategies here, and overlay mounts
  * (`overlay.ts`: O(1) fork, capture from the upper layer).
  *

@@ -1,5 +1,5 @@
 /**
- * The Git metadata of a project root, read as data (spec 000 §8): the commit
+ * The Git metadata of a project root, read as data (docs/rules.md "Snapshot and forks"): the commit
  * HEAD resolves to, the branch it names, and the raw bytes of the index and
  * `packed-refs`, which the daemon copies into each fork's admin directory.
  *
@@ -19,7 +19,7 @@ import { isValidRefName } from "./refname.ts";
 export const GITFILE_ROOT_REFUSAL =
   "project root has a gitfile .git (a linked worktree or submodule); run marsh from the main repository";
 
-/** Spec 000 §8: the index bytes copied into a fork are bounded. */
+/** docs/rules.md "Snapshot and forks": the index bytes copied into a fork are bounded. */
 export const MAX_INDEX_BYTES = 64 * 1024 * 1024;
 /** `packed-refs` is copied into each fork like the index, under the same bound. */
 export const MAX_PACKED_REFS_BYTES = 64 * 1024 * 1024;

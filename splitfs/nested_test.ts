@@ -1,5 +1,5 @@
 /**
- * Nested splits (spec 000 §2, §8 ChildFromParent): a split whose source is a
+ * Nested splits (docs/rules.md "Nested splits"): a split whose source is a
  * branch's fork, made as a sibling under `<root>/.marsh/split/`, with its Git
  * metadata from the creator fork's admin dir. Real files, real git.
  */

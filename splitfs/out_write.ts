@@ -15,7 +15,9 @@ import { RefusedError, RejectedError } from "./errors.ts";
 import { checkSplit, type Held, outDir } from "./split_held.ts";
 import { labelProblem } from "../model/layout.ts";
 
-/** The files `publish` writes under `out/<label>/` (spec 000 §5). */
+/**
+ * The files `publish` writes under `out/<label>/` (docs/guide.md "Results: out/ and the manifest").
+ */
 export const STATUS_FILE = "status";
 export const STDOUT_FILE = "stdout";
 export const STDERR_FILE = "stderr";

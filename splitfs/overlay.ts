@@ -1,5 +1,5 @@
 /**
- * Overlay forks (DESIGN.md §3, §12): a split's base is a read-only overlay
+ * Overlay forks (docs/engine.md "Forks"): a split's base is a read-only overlay
  * of a stack of sealed layer dirs, and each fork is an overlay of the same
  * stack with a private upper dir, made in O(1) and captured in O(changes) by
  * walking that upper dir ({@linkcode upperCandidates}).

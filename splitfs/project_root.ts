@@ -1,5 +1,5 @@
 /**
- * Finding the project a split is taken of (spec 000 §2, §8): the nearest
+ * Finding the project a split is taken of (docs/rules.md "Snapshot and forks"): the nearest
  * ancestor of the caller's real cwd (the cwd included) that has a `.git`
  * entry, else the cwd itself. A Git directory met on the way up first (a
  * bare repository, or the inside of a worktree's `.git`) is refused: it has

@@ -1,6 +1,6 @@
 /**
- * The text rendering a join consumer reads on stdin (spec 000 §13
- * "Rendering"): per branch a header line, its `diff.patch` with every
+ * The text rendering a join consumer reads on stdin (docs/engine.md
+ * "Publish, manifest and render"): per branch a header line, its `diff.patch` with every
  * `GIT binary patch` section replaced by one summary line, and a blank line.
  * Patches are streamed in bounded pieces: a 350 MB patch is never held whole.
  *

@@ -1,5 +1,5 @@
 /**
- * Snapshot (spec 000 §8 M2): copy the admitted entries of a source tree into
+ * Snapshot (docs/engine.md "Snapshot"): copy the admitted entries of a source tree into
  * a split's `base/` through no-follow descriptors, pruning ignored entries,
  * special files and nested `.git` entries.
  *

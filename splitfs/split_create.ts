@@ -60,7 +60,7 @@ export interface CreateOptions {
    */
   readonly forks?: ForkPolicy;
   /**
-   * A nested split (spec 000 §2, §8 ChildFromParent): the creator branch
+   * A nested split (docs/rules.md "Nested splits"): the creator branch
    * whose fork `<root>/.marsh/split/<split>/<label>` is the snapshot source.
    * The new split is still `<root>/.marsh/split/<id>` (a sibling); its Git
    * metadata is read from the creator's admin dir `.admin/<label>/`.

@@ -31,7 +31,7 @@ import {
   splitIdProblem,
 } from "../model/layout.ts";
 
-/** How to reopen a split after a daemon restart (spec 000 §6). */
+/** How to reopen a split after a daemon restart (docs/rules.md "Life cycle and restart"). */
 export interface OpenOptions {
   /** The project root the split was created in, absolute (as journaled). */
   readonly root: string;

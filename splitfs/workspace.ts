@@ -230,7 +230,7 @@ export class SplitWorkspace implements Disposable {
   }
 
   /**
-   * Streams the text rendering of `branches` (spec 000 §13 "Rendering") to
+   * Streams the text rendering of `branches` (docs/engine.md "Publish, manifest and render") to
    * `emit`, reading each `out/<label>/diff.patch` through the held out/
    * descriptor in bounded pieces. With `terminal`, control bytes are escaped.
    *

@@ -7,7 +7,7 @@
  * `dockerd` is missing and we are root it installs `docker.io` with apt
  * first, and {@linkcode fixtureKit} installs `busybox-static`
  * (`tests/_setup.ts`). It never skips: no engine is a test failure
- * (DESIGN.md §11).
+ * (docs/engine.md "Tests on a bare machine").
  *
  * The test runner has no network permission, so engine API calls that a
  * test makes ({@linkcode dockerRun}) run in a child Deno process with
@@ -250,7 +250,7 @@ async function apiChild(socket: string, args: string[]): Promise<string> {
       `--allow-read=${socket}`,
       `--allow-write=${socket}`,
       `--allow-net=unix:${socket}`,
-      // docker-modem enumerates the environment (DESIGN.md §4).
+      // docker-modem enumerates the environment (docs/architecture.md "Permissions").
       "--allow-env",
       `--config=${ROOT}deno.json`,
       new URL(import.meta.url).pathname,

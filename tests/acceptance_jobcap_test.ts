@@ -1,5 +1,5 @@
 /**
- * The job capability (issue 5 §4, §5; spec 004 §3, §4, §13): `/run/marsh/`
+ * The job capability (issue 5 §4, §5; docs/rules.md "The job capability"): `/run/marsh/`
  * in a real Kit container through the real CLI, daemon and worker. What a
  * job sees there (read-only dir, stubs, `job.json`, `PATH`, `MARSH_JOB`),
  * which requests its socket admits (`split` and `join` only, argv branches
@@ -150,7 +150,7 @@ Deno.test({
   // It saw the job's edited fork, not the user's tree.
   assert.equal(added(join, "seen_a.txt"), "hello\nparent");
   // Of the project it saw only the dirs leading to its own fork. The user's
-  // .git/objects is bound read-only (spec 000 §8) at .marsh/git-objects, the
+  // .git/objects is bound read-only (docs/rules.md "Snapshot and forks") at .marsh/git-objects, the
   // name the alternates use (protocol/fork_view.ts), so there is no .git.
   assert.equal(added(join, "ls_root.txt"), ".\n..\n.marsh");
   assert.match(added(join, "ls_git.txt"), /No such file or directory/);

@@ -1,6 +1,6 @@
 /**
- * Acceptance (spec 000 §4, issue 3 §4): every limit just under, at and just
- * over — branches per split, the branch pool, the spool and the captured
+ * Acceptance (docs/rules.md "Budgets and capabilities", issue 3 §4): every limit just under, at and
+ * just over — branches per split, the branch pool, the spool and the captured
  * output — through the real CLI and daemon.
  */
 
@@ -122,7 +122,8 @@ Deno.test({
   assert.equal(at.code, 0, show(at));
   assert.equal(at.stdout.trim(), String(16 * MiB));
 
-  // The limit is the split's: two branches share it (spec 000 §4, no per-branch quotas).
+  // The limit is the split's: two branches share it (docs/rules.md "Budgets and capabilities", no
+  // per-branch quotas).
   const shared = await sb.bash(`"$M" split -n \
     -b a='head -c ${8 * MiB} /dev/zero' -b b='head -c ${8 * MiB} /dev/zero >&2' |
     "$M" join -- sh -c 'cat >/dev/null; cat "$SPLIT_DIR/a/stdout" "$SPLIT_DIR/b/stderr" | wc -c'`);

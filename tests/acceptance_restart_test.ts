@@ -1,5 +1,5 @@
 /**
- * Acceptance (spec 000 §6 "Daemon restart", issue 3 §3): `kill -9` of the
+ * Acceptance (docs/rules.md "Life cycle and restart", issue 3 §3): `kill -9` of the
  * daemon at each step boundary of a split, then a fresh daemon. The split
  * is uncertain, launched branches uncertain and untrusted, unlaunched ones
  * cancelled, forks kept, and nothing runs again.

@@ -1,5 +1,5 @@
 /**
- * Acceptance (spec 000 §2 "Terminal and signals", §5, §6, §7): Ctrl-C at
+ * Acceptance (docs/rules.md "Terminal and signals", docs/rules.md "Cancel"): Ctrl-C at
  * the client, a client that dies, the operator's `marsh splits cancel`,
  * `marsh splits rm` and `marsh status`, and one daemon per control dir when
  * CLIs start it at once — through the real CLI and daemon.

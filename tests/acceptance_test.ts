@@ -1,5 +1,5 @@
 /**
- * Acceptance (spec 000 §11, issue 3 §6): the real `./marsh` CLI and daemon
+ * Acceptance (docs/rules.md "Acceptance", issue 3 §6): the real `./marsh` CLI and daemon
  * in temp dirs, driven the way a user's shell drives them. Restart, limits
  * and signals are in the other `acceptance_*_test.ts` files.
  */

@@ -1,5 +1,5 @@
 /**
- * The worker runs with the narrowest flags that work (DESIGN.md §4): a probe
+ * The worker runs with the narrowest flags that work (docs/architecture.md "Permissions"): a probe
  * under its exact flags shows what is refused, and the worker itself works
  * under them (every test in `main_test.ts` starts it that way).
  */

@@ -1,6 +1,6 @@
 /**
  * One argv branch (`::: LABEL CMD ARGS...`) run as a fresh Kit container
- * (spec 000 §1, §8; DESIGN.md §3): create, attach, start, wait within the
+ * (docs/rules.md "Branches"): create, attach, start, wait within the
  * kit's wall clock, the output limit and the caller's abort signal, then
  * remove the container and verify that it is gone before anything resolves.
  *
@@ -15,7 +15,7 @@
  * - `Env`: only the kit's `env` names the caller has, then
  *   `HOME=<the image user's home>` and `MARSH_JOB=<job>`, and with a job
  *   capability `PATH=/run/marsh/bin:<the image's PATH>` and `MARSH_ENTRY=1`
- *   (spec 004 §4); the image's own `Env` stays underneath;
+ *   (docs/rules.md "The job capability"); the image's own `Env` stays underneath;
  * - with a job capability, `/run/marsh` (`kit_mounts.ts`), and in it the
  *   `job.json` the worker writes before the container is made: the daemon's
  *   part plus the starting `PATH`, which only the image config tells. A
@@ -110,7 +110,7 @@ export interface KitExit {
 
 /** Knobs of {@linkcode runKitContainer}; the defaults are the spec's. */
 export interface KitRunOptions {
-  /** SIGINT, then SIGKILL after this long (spec 000 §7: 10 s). */
+  /** SIGINT, then SIGKILL after this long (docs/rules.md "Cancel": 10 s). */
   readonly graceMs?: number;
   /**
    * Called once the container exists and before it starts, with its id and
@@ -549,7 +549,7 @@ async function drive(
       api.removeContainer(id).catch((error: unknown) => void error)
     );
   };
-  // SIGINT, then SIGKILL after the grace (spec 000 §7); later reasons add nothing.
+  // SIGINT, then SIGKILL after the grace (docs/rules.md "Cancel"); later reasons add nothing.
   const stop = () => {
     if (!started || sent.size > 0) return;
     kill("SIGINT");

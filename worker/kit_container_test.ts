@@ -1,6 +1,6 @@
 /**
- * Argv branches as Kit containers on a real engine (DESIGN.md §11): a real
- * split made by `SplitWorkspace` (copy forks, and overlay forks where this
+ * Argv branches as Kit containers on a real engine (docs/engine.md "Tests on a bare machine"): a
+ * real split made by `SplitWorkspace` (copy forks, and overlay forks where this
  * host mounts them), the fixture Kit (busybox and git), and the runner in a
  * child process under the Kit worker's exact flags (`kitWorkerFlags`), since
  * the test runner has no network permission. No engine is a failure, never

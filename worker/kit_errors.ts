@@ -23,7 +23,7 @@ export class KitLaunchError extends Error {
 /**
  * A container of the attempt may still exist: its removal failed or could
  * not be verified. The caller keeps the attempt's slot held until
- * `marsh workers reset KIT` removes it (spec 000 §4).
+ * `marsh workers reset KIT` removes it (docs/rules.md "Budgets and capabilities").
  */
 export class ContainerNotRemovedError extends Error {
   override name = "ContainerNotRemovedError";

@@ -1,7 +1,7 @@
 /**
- * What an argv branch's container mounts (spec 000 §8, "Kit mounts for an
- * argv branch"), and where the image user's home is. The fork and Git rows
- * come from the table shared with shell branches (`protocol/fork_view.ts`).
+ * What an argv branch's container mounts (docs/containment.md "An argv branch (Kit container)"),
+ * and where the image user's home is. The fork and Git rows come from the table shared with shell
+ * branches (`protocol/fork_view.ts`).
  *
  * | mount | at | access |
  * |---|---|---|
@@ -27,7 +27,9 @@ import { isCleanAbsolute, isWithin, type KitLaunch } from "../protocol/kit_launc
 import { ADMIN_READ_ONLY, type ForkBind, forkBinds } from "../protocol/fork_view.ts";
 import { KitLaunchError } from "./kit_errors.ts";
 
-/** Where the capability dir is bound in every Kit container (spec 004 §4). */
+/**
+ * Where the capability dir is bound in every Kit container (docs/rules.md "The job capability").
+ */
 export { CAP_TARGET };
 /** An image label that names its user's home when neither `HOME` nor the user tells it. */
 export const HOME_LABEL = "marsh.kit.home";
@@ -39,7 +41,9 @@ export const HOME_LABEL = "marsh.kit.home";
  */
 export type KitMount = ForkBind;
 
-/** The read-only binds over the admin dir, by name under it (spec 000 §8). */
+/**
+ * The read-only binds over the admin dir, by name under it (docs/rules.md "Snapshot and forks").
+ */
 export { ADMIN_READ_ONLY };
 
 /**
@@ -47,7 +51,7 @@ export { ADMIN_READ_ONLY };
  * in its config's `Env`, else `/root` for root (no `User`, `root`, or uid
  * 0), else `/home/<name>` for a named user. A numeric non-root user with
  * neither label nor `HOME` cannot be told without reading the image's
- * `/etc/passwd`, which would need a probe container (spec 004 §4: the
+ * `/etc/passwd`, which would need a probe container (docs/rules.md "The job capability": the
  * worker reads only the image config), so it is refused.
  *
  * @throws {KitLaunchError} when the home cannot be told or is not a clean absolute path

@@ -1,8 +1,8 @@
 /**
  * A branch's stdout and stderr pass through the worker on their way to the
  * files in the attempt's directory, so the worker counts them against the
- * attempt's output limit (spec 000 §4: captured output is a hard limit) and
- * keeps at most that many bytes, stdout and stderr together.
+ * attempt's output limit (docs/rules.md "Budgets and capabilities": captured output is a hard
+ * limit) and keeps at most that many bytes, stdout and stderr together.
  *
  * @module
  */

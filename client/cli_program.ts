@@ -8,7 +8,7 @@
  * daemon decides what each caller may do). Each entry adds its own commands
  * through {@linkcode runCli}'s `register`: the host its daemon, engine, Kit
  * and `diff` commands, the job its `jobs`. Nothing imported here may reach
- * `engine/` or `dockerode`: the in-job client is bundled from this module's
+ * `docker/` or `dockerode`: the in-job client is bundled from this module's
  * graph, and `deno bundle` cannot bundle dockerode's ssh2 (native crypto).
  *
  * @module

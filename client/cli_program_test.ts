@@ -1,7 +1,7 @@
 /**
  * The shared command line, in process: what the parser never sees, how
  * statuses and errors become exit codes, and that its module graph stays
- * bundleable (no `engine/`, no dockerode) for the in-job client.
+ * bundleable (no `docker/`, no dockerode) for the in-job client.
  */
 import assert from "node:assert/strict";
 import { CliError } from "./cli_error.ts";
@@ -116,23 +116,23 @@ async function runtimeGraph(entry: string, staticOnly = false): Promise<string[]
 }
 
 Deno.test({
-  name: "the shared program and the job client load neither engine/ nor dockerode",
+  name: "the shared program and the job client load neither docker/ nor dockerode",
   permissions: { run: true, read: true, env: true },
 }, async () => {
   for (const entry of ["client/cli_program.ts", "job/main.ts"]) {
     const graph = await runtimeGraph(entry);
     assert.ok(graph.includes(`file://${root}client/split_command.ts`), entry);
     for (const s of graph) {
-      assert.ok(!/^file:\/\/.*\/(engine|daemon|worker)\//.test(s), `${entry} loads ${s}`);
+      assert.ok(!/^file:\/\/.*\/(docker|daemon|worker)\//.test(s), `${entry} loads ${s}`);
       if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `${entry} loads ${s}`);
     }
   }
-  // The host CLI does reach engine/ (on demand): the check above is real.
-  assert.ok((await runtimeGraph("main.ts")).includes(`file://${root}engine/flags.ts`));
+  // The host CLI does reach docker/ (on demand): the check above is real.
+  assert.ok((await runtimeGraph("main.ts")).includes(`file://${root}docker/flags.ts`));
 });
 
 Deno.test({
-  name: "the host CLI loads no engine/ at start and never dockerode",
+  name: "the host CLI loads no docker/ at start and never dockerode",
   permissions: { run: true, read: true, env: true },
 }, async () => {
   // Every command pays for main.ts's static graph: the engine and Kit
@@ -141,11 +141,11 @@ Deno.test({
   const loaded = await runtimeGraph("main.ts", true);
   assert.ok(loaded.includes(`file://${root}client/status_command.ts`));
   for (const s of loaded) {
-    assert.ok(!/^file:\/\/.*\/(engine|journal|daemon|worker|job)\//.test(s), `main.ts loads ${s}`);
+    assert.ok(!/^file:\/\/.*\/(docker|journal|daemon|worker|job)\//.test(s), `main.ts loads ${s}`);
     if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `main.ts loads ${s}`);
   }
   const reachable = await runtimeGraph("main.ts");
-  assert.ok(reachable.includes(`file://${root}engine/kit_build.ts`));
+  assert.ok(reachable.includes(`file://${root}docker/kit_build.ts`));
   for (const s of reachable) {
     if (s.startsWith("npm:")) assert.match(s, /^npm:commander@/, `main.ts reaches ${s}`);
   }

@@ -7,7 +7,7 @@
  * Needs `--allow-run` (the pinned Deno), `--allow-env`, and read on the
  * control dir (to see whether the private engine runs).
  *
- * The `engine/` modules are imported when a command runs, not with this
+ * The `docker/` modules are imported when a command runs, not with this
  * module: every `marsh` command registers these, and the others must not
  * pay for loading them (docs/guide.md, "How fast marsh starts").
  *
@@ -81,7 +81,7 @@ function relayed(home: string, args: readonly string[], io: CliIo): EntrySpawn {
 }
 
 /**
- * `marsh engine start|stop|status [--json]`: runs `engine/engine_main.ts`
+ * `marsh engine start|stop|status [--json]`: runs `docker/engine_main.ts`
  * for the control dir's private engine.
  *
  * @returns the child's exit status (status: 1 when no engine answers)
@@ -99,8 +99,8 @@ export async function engineCommand(
   if (opts.json) args.push("--json");
   if (io.stderrIsTerminal) args.push("--progress");
   const [{ engineSockets }, { enginePaths }] = await Promise.all([
-    import("../engine/flags.ts"),
-    import("../engine/engine_socket.ts"),
+    import("../docker/flags.ts"),
+    import("../docker/engine_socket.ts"),
   ]);
   const sockets = engineSockets(home, { get: (k) => env[k] });
   const flagArgs = { home, execRoot: enginePaths(home).execRoot, sockets };
@@ -110,7 +110,7 @@ export async function engineCommand(
 /**
  * `marsh kit build NAME --from-host [--bin PROG]... [--file SRC:DST]...`:
  * checks the request here (nothing is built when it is wrong), then runs
- * `engine/kit_build_main.ts` against the engine marsh uses.
+ * `docker/kit_build_main.ts` against the engine marsh uses.
  *
  * @returns the child's exit status
  * @throws {CliError} (status 2) on a bad name, a missing `--from-host`, a
@@ -119,8 +119,8 @@ export async function engineCommand(
 export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise<number> {
   const who = "marsh kit build";
   const [{ checkKitName, KitBuildError }, { parseFileCopy, RootfsError }] = await Promise.all([
-    import("../engine/kit_build.ts"),
-    import("../engine/rootfs.ts"),
+    import("../docker/kit_build.ts"),
+    import("../docker/rootfs.ts"),
   ]);
   try {
     checkKitName(opts.name);
@@ -139,7 +139,7 @@ export async function kitBuildCommand(opts: KitBuildOptions, io: CliIo): Promise
   }
   const home = homeOf(io, who);
   const env = io.env();
-  const { EngineError, engineSocket } = await import("../engine/engine_socket.ts");
+  const { EngineError, engineSocket } = await import("../docker/engine_socket.ts");
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, home).path;

@@ -2,7 +2,7 @@
  * `marsh kits add|ls|rm`: the Kit registry (issue 5 §2). A registered
  * NAME is a command a split's argv branch (and later any job) can start.
  *
- * `kits add` checks the request here, then runs `engine/kit_check_main.ts`
+ * `kits add` checks the request here, then runs `docker/kit_check_main.ts`
  * (the CLI has no network and the daemon has no Docker permission,
  * docs/architecture.md "Permissions") to find the image in the engine marsh uses and to check a
  * chosen `--home`, and only then asks the daemon to register the image id
@@ -12,7 +12,7 @@
  * Needs what {@linkcode connectDaemon} needs, and `--allow-run` for the
  * pinned Deno.
  *
- * The Kit rules and the `engine/` modules are imported when `kits add`
+ * The Kit rules and the `docker/` modules are imported when `kits add`
  * runs: every `marsh` command registers these, and the others must not pay
  * for loading them (docs/guide.md, "How fast marsh starts").
  *
@@ -91,7 +91,7 @@ async function rule<T>(who: string, fn: (rules: typeof KitRules) => T): Promise<
  */
 export const engineKitCheck: KitChecker = async (args, io) => {
   const env = io.env();
-  const { EngineError, engineSocket } = await import("../engine/engine_socket.ts");
+  const { EngineError, engineSocket } = await import("../docker/engine_socket.ts");
   let socket: string;
   try {
     socket = engineSocket({ get: (k) => env[k] }, args.controlDir).path;

@@ -16,7 +16,7 @@
 
 // engine_socket.ts, not private_engine.ts: the daemon never talks to Docker,
 // and dockerode would want all of the environment (protocol/entrypoints.ts).
-import { EngineError, engineSocket } from "../engine/engine_socket.ts";
+import { EngineError, engineSocket } from "../docker/engine_socket.ts";
 import { sweepAttempts } from "./attempts.ts";
 import { Journal } from "../journal/journal.ts";
 import {

@@ -83,7 +83,7 @@ export class WorkerLink {
   /**
    * Starts the worker; `onLost` is called if it dies or speaks garbage.
    * With `engine` (a Docker engine's socket, `engineSocket` of
-   * `engine/private_engine.ts`) it runs as the `kit-worker` entrypoint of
+   * `docker/private_engine.ts`) it runs as the `kit-worker` entrypoint of
    * `protocol/entrypoints.ts` and runs argv branches there too; without,
    * `kit-launch` fails.
    */

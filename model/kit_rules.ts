@@ -222,7 +222,7 @@ export function checkKitImageId(id: string): void {
  * project's state, which a Kit must never hold open read-write), and
  * not the control dir, one of its parents, or a path inside it other than
  * under `<control dir>/kits/`. Whether it exists is checked where the
- * file system may be read (`engine/kit_check_main.ts`), which checks the
+ * file system may be read (`docker/kit_check_main.ts`), which checks the
  * real path too (naming the path the user gave as `given`).
  *
  * @throws {KitRuleError} naming what is wrong

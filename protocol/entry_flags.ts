@@ -224,7 +224,7 @@ export function kitWorkerFlags(controlDir: string, socket: string): string[] {
 }
 
 /**
- * `engine/engine_main.ts` (`marsh engine start|stop|status`):
+ * `docker/engine_main.ts` (`marsh engine start|stop|status`):
  *
  * - `--allow-run`, unscoped: it starts dockerd and ps, and signals dockerd
  *   by pid, which Deno allows only with unscoped `--allow-run` (the CLI that
@@ -238,7 +238,7 @@ export function kitWorkerFlags(controlDir: string, socket: string): string[] {
  * - `--allow-net=unix:` on the sockets only.
  *
  * No FFI, no other file. `execRoot` is `enginePaths(home).execRoot`
- * (`engine/engine_socket.ts`), passed in so this module loads no hash.
+ * (`docker/engine_socket.ts`), passed in so this module loads no hash.
  */
 export function engineFlags(home: string, execRoot: string, sockets: readonly string[]): string[] {
   checkPath("control dir", home);
@@ -257,7 +257,7 @@ export function engineFlags(home: string, execRoot: string, sockets: readonly st
 }
 
 /**
- * `engine/kit_build_main.ts` (`marsh kit build`):
+ * `docker/kit_build_main.ts` (`marsh kit build`):
  *
  * - `--allow-read`, unscoped: it copies arbitrary host programs, their
  *   libraries, busybox and `--file` sources into the image;
@@ -282,7 +282,7 @@ export function kitBuildFlags(socket: string): string[] {
 }
 
 /**
- * `engine/kit_check_main.ts` (`marsh kits add`):
+ * `docker/kit_check_main.ts` (`marsh kits add`):
  *
  * - read on the engine's socket, the control dir (to compare a chosen
  *   home with it) and the chosen home, when there is one;

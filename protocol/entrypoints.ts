@@ -218,7 +218,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     grants: { ...NONE, envHome: true, envOther: true },
   },
   engine: {
-    module: "engine/engine_main.ts",
+    module: "docker/engine_main.ts",
     startedBy: ["cli"],
     flags: (a) => engineFlags(a.home, a.execRoot, a.sockets),
     config: "repo",
@@ -227,7 +227,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     grants: { ...NONE, runGit: true, envHome: true, envOther: true },
   },
   "kit-build": {
-    module: "engine/kit_build_main.ts",
+    module: "docker/kit_build_main.ts",
     startedBy: ["cli"],
     flags: (a) => kitBuildFlags(a.socket),
     config: "repo",
@@ -236,7 +236,7 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     grants: { ...NONE, readProject: true, envHome: true, envOther: true },
   },
   "kit-check": {
-    module: "engine/kit_check_main.ts",
+    module: "docker/kit_check_main.ts",
     startedBy: ["cli"],
     flags: (a) => kitCheckFlags(a.socket, a.controlDir, a.home),
     config: "repo",

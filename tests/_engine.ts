@@ -267,7 +267,7 @@ async function apiChild(socket: string, args: string[]): Promise<string> {
 }
 
 if (import.meta.main) {
-  const { DockerApi } = await import("../engine/docker_api.ts");
+  const { DockerApi } = await import("../docker/docker_api.ts");
   const [socket, verb, ...rest] = Deno.args;
   const api = new DockerApi(socket!);
   let result: unknown;

@@ -13,7 +13,7 @@
  * @module
  */
 
-import { findBusybox } from "../engine/rootfs.ts";
+import { findBusybox } from "../docker/rootfs.ts";
 
 /** Serializes apt across test files and processes (flock): apt takes one install at a time. */
 export const APT_LOCK = "/tmp/marsh-test-apt.lock";

@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import { kitCheckFlags } from "../engine/flags.ts";
+import { kitCheckFlags } from "../docker/flags.ts";
 import { PERMISSIONS as permissions, type Result, ROOT, Sandbox, show } from "./_acceptance.ts";
 import { ensureEngine, fixtureKit } from "./_engine.ts";
 

@@ -10,9 +10,9 @@
  */
 
 import assert from "node:assert/strict";
-import { assembleRootfs } from "../engine/rootfs.ts";
-import { engineFlags, kitBuildFlags } from "../engine/flags.ts";
-import { enginePaths } from "../engine/private_engine.ts";
+import { assembleRootfs } from "../docker/rootfs.ts";
+import { engineFlags, kitBuildFlags } from "../docker/flags.ts";
+import { enginePaths } from "../docker/private_engine.ts";
 import { ROOT, show } from "./_acceptance.ts";
 import { ensureBusybox } from "./_setup.ts";
 import {

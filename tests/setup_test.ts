@@ -12,7 +12,7 @@
  */
 
 import assert from "node:assert/strict";
-import { findBusybox } from "../engine/rootfs.ts";
+import { findBusybox } from "../docker/rootfs.ts";
 import { type AptPackage, BUSYBOX, ensureAptPackage, ensureBusybox } from "./_setup.ts";
 
 /** `BUSYBOX`, with an "is it installed" check that answers `answers` in turn, then the last. */

@@ -49,8 +49,8 @@
  */
 
 import type { Readable, Writable } from "node:stream";
-import type { ContainerSummary, DockerApi } from "../engine/docker_api.ts";
-import { DockerApiError } from "../engine/docker_api.ts";
+import type { ContainerSummary, DockerApi } from "../docker/docker_api.ts";
+import { DockerApiError } from "../docker/docker_api.ts";
 import {
   CAP_FILES,
   ENTRY_ENV,

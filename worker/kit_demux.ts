@@ -2,7 +2,7 @@
  * Docker's multiplexed attach stream (no TTY), split as it arrives: frames
  * of an 8-byte header (byte 0 the stream: 1 stdout, 2 stderr, 3 the
  * engine's own error; bytes 4–7 the big-endian length) and the payload.
- * The whole-buffer form is `demux` in `engine/docker_api.ts`.
+ * The whole-buffer form is `demux` in `docker/docker_api.ts`.
  *
  * @module
  */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { assertProperty } from "../tests/_property.ts";
-import { demux } from "../engine/docker_api.ts";
+import { demux } from "../docker/docker_api.ts";
 import { Demuxer } from "./kit_demux.ts";
 
 function frame(kind: number, payload: Uint8Array): Uint8Array {

@@ -1,10 +1,10 @@
 /**
  * The engine calls a Kit container run needs beyond `DockerApi`
- * (`engine/docker_api.ts`): an image's user, a create with mounts, stdin
+ * (`docker/docker_api.ts`): an image's user, a create with mounts, stdin
  * and an entrypoint, attach, kill, and inspect-by-id to verify a removal.
  * It speaks to the same socket through its own `npm:dockerode` client and
  * turns failures into the same two errors `DockerApi` throws. (These belong
- * in `DockerApi`; they live here until `engine/` takes them.)
+ * in `DockerApi`; they live here until `docker/` takes them.)
  *
  * Needs what `DockerApi` needs: `--allow-net=unix:<socket>`, read and write
  * on the socket, and unscoped `--allow-env`.
@@ -14,7 +14,7 @@
 
 import Docker from "dockerode";
 import type { Readable, Writable } from "node:stream";
-import { DockerApiError, EngineUnreachableError, SHORT_CALL_MS } from "../engine/docker_api.ts";
+import { DockerApiError, EngineUnreachableError, SHORT_CALL_MS } from "../docker/docker_api.ts";
 
 /** What a launch needs of an image's config. */
 export interface ImageConfig {

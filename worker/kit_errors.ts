@@ -1,6 +1,6 @@
 /**
  * The errors a Kit container run ends with, apart from the engine's own
- * (`EngineUnreachableError`, `DockerApiError` of `engine/docker_api.ts`).
+ * (`EngineUnreachableError`, `DockerApiError` of `docker/docker_api.ts`).
  *
  * The rule callers rely on: every rejection of `runKitContainer` other than
  * {@linkcode ContainerNotRemovedError} means no container of the attempt

@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { DockerApi } from "../engine/docker_api.ts";
+import type { DockerApi } from "../docker/docker_api.ts";
 import {
   boundMessage,
   DEFAULT_GRACE_MS,
@@ -40,7 +40,7 @@ const REMEMBERED = 65_536;
 export interface KitRunnerOptions {
   /** Where events go, in order. */
   readonly emit: (event: WorkerEvent) => void;
-  /** The engine the daemon chose (`engineSocket` of `engine/private_engine.ts`). */
+  /** The engine the daemon chose (`engineSocket` of `docker/private_engine.ts`). */
   readonly api: DockerApi;
   /** Notes for the daemon's log. */
   readonly log?: (message: string) => void;

@@ -66,7 +66,7 @@ async function kitRunner(): Promise<KitRunner | null> {
   if (flag === undefined) return null;
   const socket = flag.slice("--engine=".length);
   const [{ DockerApi }, { KitRunner }] = await Promise.all([
-    import("../engine/docker_api.ts"),
+    import("../docker/docker_api.ts"),
     import("./kit_runner.ts"),
   ]);
   const owner = Deno.args.find((a) => a.startsWith("--owner="))?.slice("--owner=".length) ?? null;

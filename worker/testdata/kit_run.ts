@@ -22,7 +22,7 @@
  * @module
  */
 
-import { DockerApi } from "../../engine/docker_api.ts";
+import { DockerApi } from "../../docker/docker_api.ts";
 import { type KitLaunch, parseKitLaunch } from "../../protocol/kit_launch.ts";
 import {
   ContainerNotRemovedError,

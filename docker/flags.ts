@@ -34,7 +34,7 @@ export function engineSockets(
 }
 
 /**
- * `engine/engine_main.ts`'s flags for control dir `home` and `sockets`
+ * `docker/engine_main.ts`'s flags for control dir `home` and `sockets`
  * (`engineFlags` of `protocol/entrypoints.ts`, which says why each grant).
  *
  * @throws {TypeError} when a path is not absolute or holds a comma

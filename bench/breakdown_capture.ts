@@ -1,6 +1,6 @@
 /**
  * Where a capture's time goes (issue 12): the capture of an overlay fork
- * taken apart phase by phase (`splitfs/capture_phases.ts`), for a fork the
+ * taken apart phase by phase (`splitfs/capture/capture_phases.ts`), for a fork the
  * branch left unchanged (the fixed part, which must not grow with the tree)
  * and for one holding the small change (10 M, 5 A, 5 D), medians of the
  * timed runs after one untimed warm-up, in the harness's process as the
@@ -12,8 +12,12 @@
  * @module
  */
 
-import { CAPTURE_PHASES, type CapturePhase, PhaseClock } from "../splitfs/capture_phases.ts";
-import { SplitWorkspace } from "../splitfs/workspace.ts";
+import {
+  CAPTURE_PHASES,
+  type CapturePhase,
+  PhaseClock,
+} from "../splitfs/capture/capture_phases.ts";
+import { SplitWorkspace } from "../splitfs/workspace/workspace.ts";
 import { fmtMs, fmtRatio, table } from "./_format.ts";
 import { median, settle } from "./measure.ts";
 import { applySmallChange, type PlannedEdit } from "./small_change.ts";

@@ -24,9 +24,9 @@ import { runChecked } from "./_command.ts";
 import { fmtMs, fmtRatio, table } from "./_format.ts";
 import type { MarshOps } from "./marsh_ops_types.ts";
 import { median, settle } from "./measure.ts";
-import { PHASE, PHASE_READ, PHASE_WRITE } from "../splitfs/layers.ts";
-import { PHASE_FORK_DIRS, PHASE_MOUNT, PHASE_MOUNTINFO } from "../splitfs/overlay.ts";
-import { PHASE_ADMIN, PHASE_GITFILE, PHASE_INDEX } from "../splitfs/admin.ts";
+import { PHASE, PHASE_READ, PHASE_WRITE } from "../splitfs/layers/layers.ts";
+import { PHASE_FORK_DIRS, PHASE_MOUNT, PHASE_MOUNTINFO } from "../splitfs/fork/overlay.ts";
+import { PHASE_ADMIN, PHASE_GITFILE, PHASE_INDEX } from "../splitfs/fork/admin.ts";
 import { recordPhases, stopPhases } from "../splitfs/phase_times.ts";
 
 /** Forks timed per run. */

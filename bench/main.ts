@@ -252,7 +252,7 @@ async function run(options: Options): Promise<void> {
   // With --split or --kit the per-size tables did not run: their notes do not apply.
   const sizeNotes = onlySome(options) ? {} : {
     marsh: marshStatus === "ok"
-      ? "measured in the harness's process (splitfs/workspace.ts, the service's code)"
+      ? "measured in the harness's process (splitfs/workspace/workspace.ts, the service's code)"
       : `n/a: ${NOT_WIRED_MESSAGE}`,
     cpA: "cp -a copies the whole project dir, .git (one pack) and ignored files included, " +
       "as a user copying a checkout would",

@@ -12,11 +12,11 @@
  */
 
 import { join } from "node:path";
-import { Dir } from "../splitfs/dir.ts";
-import { LayerStore } from "../splitfs/layers.ts";
+import { Dir } from "../splitfs/fd/dir.ts";
+import { LayerStore } from "../splitfs/layers/layers.ts";
 import { LAYERS_DIR, MARSH_DIR } from "../model/layout.ts";
-import { readMounts } from "../splitfs/mountinfo.ts";
-import { SplitWorkspace } from "../splitfs/workspace.ts";
+import { readMounts } from "../splitfs/fd/mountinfo.ts";
+import { SplitWorkspace } from "../splitfs/workspace/workspace.ts";
 import { runChecked } from "./_command.ts";
 import type { ForkPolicy, MarshOps, OpReport, SnapshotReport } from "./marsh_ops_types.ts";
 

@@ -13,7 +13,7 @@
 
 import type { ClientFrame, DaemonFrame } from "../protocol/daemon.ts";
 import type { Manifest, ManifestBranch } from "../protocol/manifest.ts";
-import { denoPath } from "../splitfs/client.ts";
+import { denoPath } from "../protocol/splitfs_client.ts";
 
 export const root = new URL("../", import.meta.url).pathname;
 const enc = new TextEncoder();

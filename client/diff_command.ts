@@ -7,7 +7,7 @@
  */
 
 import { type DoneReply } from "../protocol/splitfs.ts";
-import { SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { SplitfsError, SplitfsService } from "../protocol/splitfs_client.ts";
 
 /** What the command needs from its surroundings, so tests can drive it. */
 export interface DiffIo {

@@ -11,7 +11,7 @@
 
 import type { ClientFrame, DaemonFrame } from "../protocol/daemon.ts";
 import type { SplitfsRequest } from "../protocol/splitfs.ts";
-import { SplitfsError } from "../splitfs/client.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import type { Authority } from "./conn.ts";
 import type { BranchSockets, ServiceLink, SplitConn, WorkerPort } from "./split_context.ts";
 import type { AttemptEvents, KitAttemptEvents, LaunchSpec } from "./worker_link.ts";

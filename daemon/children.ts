@@ -17,7 +17,7 @@
 
 import { CHILDREN_NAME } from "../protocol/control_dir.ts";
 import type { ProcessesReply, ProcessId } from "../protocol/processes.ts";
-import type { SplitfsService } from "../splitfs/client.ts";
+import type { SplitfsService } from "../protocol/splitfs_client.ts";
 
 /** Which child a record names. */
 export type ChildRole = "splitfs" | "worker";

@@ -2,7 +2,7 @@
  * Housekeeping around splits (docs/guide.md "Housekeeping"): `marsh splits`
  * scoped to the caller's project, `marsh splits prune` of finished splits,
  * and `marsh gc --all`, which removes every split of a project and then
- * everything else marsh stored there (`splitfs/purge.ts`).
+ * everything else marsh stored there (`splitfs/layers/purge.ts`).
  *
  * Every split is removed through {@linkcode Splits.remove}, the same path
  * as `marsh splits rm ID`, with its checks and messages: one removal that
@@ -24,7 +24,7 @@ import type {
 import type { Manifest } from "../protocol/manifest.ts";
 import type { PurgedReply } from "../protocol/purge.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
-import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
+import { SplitfsError, type SplitfsService } from "../protocol/splitfs_client.ts";
 import { MARSH_DIR } from "../model/layout.ts";
 import { sweepAttempts } from "./attempts.ts";
 import type { Authority } from "./conn.ts";

@@ -12,7 +12,7 @@
 import type { Journal } from "../journal/journal.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import type { ExportedReply } from "../protocol/splitfs_objects.ts";
-import { SplitfsError, type SplitfsService } from "../splitfs/client.ts";
+import { SplitfsError, type SplitfsService } from "../protocol/splitfs_client.ts";
 import type { Log } from "./log.ts";
 
 /**

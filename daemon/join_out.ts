@@ -14,7 +14,7 @@ import type { Journal } from "../journal/journal.ts";
 import type { BranchRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR } from "../protocol/control_dir.ts";
 import type { OutCheckedReply } from "../protocol/splitfs_out.ts";
-import type { SplitfsService } from "../splitfs/client.ts";
+import type { SplitfsService } from "../protocol/splitfs_client.ts";
 import type { Log } from "./log.ts";
 import { removeAttemptDir } from "./attempts.ts";
 

@@ -30,7 +30,12 @@ import {
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
 import type { CollectedReply, ForkPolicy, ProbedReply } from "../protocol/splitfs.ts";
-import { denoPath, probeUserNamespace, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import {
+  denoPath,
+  probeUserNamespace,
+  SplitfsError,
+  SplitfsService,
+} from "../protocol/splitfs_client.ts";
 import {
   type ChildRecord,
   describeFate,

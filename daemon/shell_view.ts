@@ -19,7 +19,7 @@
 import type { View } from "../journal/records.ts";
 import { isWithin } from "../protocol/kit_launch.ts";
 import type { ShellView } from "../protocol/worker.ts";
-import { UNSHARE } from "../splitfs/client.ts";
+import { UNSHARE } from "../protocol/splitfs_client.ts";
 import { MARSH_DIR } from "../model/layout.ts";
 
 /** The view shell branches get, and why. */

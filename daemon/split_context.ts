@@ -14,7 +14,7 @@ import type { KitRecord } from "../model/kit_rules.ts";
 import { type BranchPhase, nextBranchPhase } from "../model/branch_phase.ts";
 import { cancelReason, nextSplitPhase, type SplitPhase } from "../model/split_phase.ts";
 import type { BranchSpec } from "../protocol/daemon.ts";
-import type { SplitfsService } from "../splitfs/client.ts";
+import type { SplitfsService } from "../protocol/splitfs_client.ts";
 import { BranchControls } from "./branch_controls.ts";
 import type { Authority, Conn } from "./conn.ts";
 import type { Log } from "./log.ts";
@@ -36,7 +36,7 @@ export interface BranchSockets {
 /** What the split life cycle uses of a client's connection (`daemon/conn.ts`). */
 export type SplitConn = Pick<Conn, "authority" | "send" | "next" | "flush" | "closed" | "isClosed">;
 
-/** What the split life cycle asks of the split-filesystem service (`splitfs/client.ts`). */
+/** What the split life cycle asks of the split-filesystem service (`protocol/splitfs_client.ts`). */
 export type ServiceLink = Pick<SplitfsService, "request" | "namespace">;
 
 /** What the split life cycle asks of the worker (`daemon/worker_link.ts`). */

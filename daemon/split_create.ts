@@ -15,7 +15,7 @@ import { SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { SplitCreateRequest } from "../protocol/daemon.ts";
 import { isWithin } from "../protocol/kit_launch.ts";
 import type { CreatedReply, ForkedReply, LocatedReply } from "../protocol/splitfs.ts";
-import { SplitfsError } from "../splitfs/client.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { filterEnv } from "../model/env_filter.ts";
 import { timeLimitProblem } from "./branch_controls.ts";
 import type { Authority } from "./conn.ts";

@@ -10,7 +10,7 @@
 import { Buffer } from "node:buffer";
 import type { SplitRecord } from "../journal/records.ts";
 import type { JoinRequest } from "../protocol/daemon.ts";
-import { SplitfsError } from "../splitfs/client.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import type { Authority } from "./conn.ts";
 import { creatorOf, sameCreator } from "./creator.ts";

@@ -8,7 +8,7 @@
  */
 
 import type { SplitRecord } from "../journal/records.ts";
-import { SplitfsError } from "../splitfs/client.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import type { Authority } from "./conn.ts";
 import { creatorOf, sameCreator } from "./creator.ts";

@@ -13,7 +13,7 @@ import type { AttemptRef } from "../model/branch_phase.ts";
 import { endUnconfirmed } from "../model/branch_phase.ts";
 import { branchCode, splitCode } from "../protocol/manifest.ts";
 import type { CapturedReply } from "../protocol/splitfs.ts";
-import { SplitfsError } from "../splitfs/client.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import { stoppedState } from "./branch_controls.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";

@@ -148,7 +148,7 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
  * access goes through FFI, so it needs no `--allow-read` or `--allow-write`,
  * and the variables that locate the user's global Git excludes (`HOME`,
  * `XDG_CONFIG_HOME`) come in each request from the CLI's environment
- * (`splitfs/ignore_rules.ts`), so it reads none of its own.
+ * (`splitfs/git/ignore_rules.ts`), so it reads none of its own.
  */
 export function splitfsFlags(): string[] {
   return [

@@ -1,7 +1,7 @@
 /**
  * The split-filesystem service's purge frames (part of
  * `protocol/splitfs.ts`): `marsh gc --all` deletes what marsh stored in a
- * project once the daemon has removed its splits (`splitfs/purge.ts`).
+ * project once the daemon has removed its splits (`splitfs/layers/purge.ts`).
  *
  * @module
  */

@@ -21,7 +21,7 @@ import { MARSH_DIR } from "../model/layout.ts";
 import { ResolveGitError, type ScratchGit } from "./git.ts";
 import { nulFields, pathText } from "./git_raw.ts";
 
-/** The project's exclude inputs, as the snapshot reads them (`splitfs/ignore_load.ts`). */
+/** The project's exclude inputs, as the snapshot reads them (`splitfs/git/ignore_load.ts`). */
 export interface SourceExcludes {
   /** The user's global excludes file, or `null`. */
   readonly globalExcludes: Uint8Array | null;

@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { readMounts } from "./mountinfo.ts";
+import { readMounts } from "./fd/mountinfo.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

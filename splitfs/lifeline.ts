@@ -13,7 +13,7 @@
  * @module
  */
 
-import { check, libc } from "./ffi.ts";
+import { check, libc } from "./fd/ffi.ts";
 
 const PR_SET_PDEATHSIG = 1;
 const SIGKILL = 9n;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { splitfsFlags } from "../protocol/entrypoints.ts";
-import { denoPath, UNSHARE } from "./client.ts";
+import { denoPath, UNSHARE } from "../protocol/splitfs_client.ts";
 
 // The real service, started by a bash that the test then kills with SIGKILL.
 const perms: Deno.PermissionOptions = { run: true, read: true, env: true };

@@ -22,25 +22,25 @@ import {
   type SplitfsReply,
   type SplitfsRequest,
 } from "../protocol/splitfs.ts";
-import { diffDirs } from "./diff.ts";
-import { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError } from "./dir.ts";
+import { diffDirs } from "./capture/diff.ts";
+import { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError } from "./fd/dir.ts";
 import { RefusedError, RejectedError, SnapshotError, WorkspaceReplacedError } from "./errors.ts";
-import { FsError } from "./ffi.ts";
-import { GitMetadataError } from "./git_source.ts";
-import { LayerError } from "./layers.ts";
+import { FsError } from "./fd/ffi.ts";
+import { GitMetadataError } from "./git/git_source.ts";
+import { LayerError } from "./layers/layers.ts";
 import { MARSH_DIR, SPLIT_DIR, splitIdProblem } from "../model/layout.ts";
-import { MountPointError } from "./mount_boundary.ts";
-import { ObjectExportError } from "./object_export.ts";
+import { MountPointError } from "./fd/mount_boundary.ts";
+import { ObjectExportError } from "./git/object_export.ts";
 import { dieWithParent, OrphanedError } from "./lifeline.ts";
-import { MountError } from "./overlay.ts";
-import { killProcess, processStart } from "./processes.ts";
+import { MountError } from "./fork/overlay.ts";
+import { killProcess, processStart } from "./fd/processes.ts";
 import { ProjectLocks } from "./project_lock.ts";
 import { locateProject } from "./project_root.ts";
-import { purgeProject } from "./purge.ts";
-import { unmountSplit } from "./split_mounts.ts";
-import { probeForks } from "./fork_choice.ts";
-import { collectLayers } from "./split_gc.ts";
-import { SplitWorkspace } from "./workspace.ts";
+import { purgeProject } from "./layers/purge.ts";
+import { unmountSplit } from "./fork/split_mounts.ts";
+import { probeForks } from "./fork/fork_choice.ts";
+import { collectLayers } from "./workspace/split_gc.ts";
+import { SplitWorkspace } from "./workspace/workspace.ts";
 
 const CHUNK = 256 * 1024;
 const DEFAULT_PROGRESS_MS = 250;

@@ -14,9 +14,9 @@
  * @module
  */
 
-import { Dir, FileHandle } from "./dir.ts";
+import { Dir, FileHandle } from "./fd/dir.ts";
 import { RefusedError } from "./errors.ts";
-import { check, cname, E, errno, FsError, libc, O, retryEintr } from "./ffi.ts";
+import { check, cname, E, errno, FsError, libc, O, retryEintr } from "./fd/ffi.ts";
 import { MARSH_DIR, PROJECT_LOCK_FILE } from "../model/layout.ts";
 
 /** Who holds a project's lock: the daemon a refused caller must stop. */

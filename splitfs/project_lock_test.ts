@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { Dir } from "./dir.ts";
-import { FsError } from "./ffi.ts";
+import { Dir } from "./fd/dir.ts";
+import { FsError } from "./fd/ffi.ts";
 import { lockedMessage, parseHolder, ProjectLockedError, ProjectLocks } from "./project_lock.ts";
 
 // A real flock(1) in another process holds the lock the way a second daemon's service would.

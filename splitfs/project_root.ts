@@ -12,12 +12,12 @@
  */
 
 import type { SplitParent } from "../protocol/splitfs_fields.ts";
-import { Dir, type EntryKind, SymlinkRefusedError, WrongKindError } from "./dir.ts";
+import { Dir, type EntryKind, SymlinkRefusedError, WrongKindError } from "./fd/dir.ts";
 import { SnapshotError } from "./errors.ts";
-import { E, FsError } from "./ffi.ts";
-import { GITFILE_ROOT_REFUSAL } from "./git_source.ts";
+import { E, FsError } from "./fd/ffi.ts";
+import { GITFILE_ROOT_REFUSAL } from "./git/git_source.ts";
 import { labelProblem, MARSH_DIR, SPLIT_DIR, splitIdProblem } from "../model/layout.ts";
-import { GIT_NAME } from "./snapshot.ts";
+import { GIT_NAME } from "./layers/snapshot.ts";
 
 /** A located project. */
 export interface ProjectLocation {

@@ -25,11 +25,11 @@ import {
   text,
   throwsA,
 } from "../splitfs/_testing.ts";
-import { InvalidNameError, SymlinkRefusedError } from "../splitfs/dir.ts";
-import { FIX_IGNORABLE, FIX_RENAME } from "../splitfs/non_utf8.ts";
-import { FsError } from "../splitfs/ffi.ts";
+import { InvalidNameError, SymlinkRefusedError } from "../splitfs/fd/dir.ts";
+import { FIX_IGNORABLE, FIX_RENAME } from "../splitfs/fd/non_utf8.ts";
+import { FsError } from "../splitfs/fd/ffi.ts";
 import { RejectedError, SnapshotError, WorkspaceReplacedError } from "../splitfs/errors.ts";
-import { type CreateOptions, SplitWorkspace } from "../splitfs/workspace.ts";
+import { type CreateOptions, SplitWorkspace } from "../splitfs/workspace/workspace.ts";
 
 // awk and umount: the sandbox's dispose unmounts what a test left mounted.
 const perms = {

@@ -13,7 +13,7 @@ import type {
   WireIdentity,
 } from "../protocol/splitfs.ts";
 import type { RenderBranchSpec } from "../protocol/splitfs_out.ts";
-import { denoPath, SplitfsError, SplitfsService } from "../splitfs/client.ts";
+import { denoPath, SplitfsError, SplitfsService } from "../protocol/splitfs_client.ts";
 import { splitfsFlags } from "../protocol/entrypoints.ts";
 import {
   exists,
@@ -27,7 +27,7 @@ import {
   text,
   unmountBelow,
 } from "../splitfs/_testing.ts";
-import { GITFILE_ROOT_REFUSAL } from "../splitfs/git_source.ts";
+import { GITFILE_ROOT_REFUSAL } from "../splitfs/git/git_source.ts";
 
 const perms: Deno.PermissionOptions = { run: true, read: true, write: true, env: true };
 const dec = new TextDecoder();

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { ensureEngine, fixtureKit } from "../tests/_engine.ts";
-import { FORK_REF } from "../splitfs/admin.ts";
+import { FORK_REF } from "../splitfs/fork/admin.ts";
 import {
   exists,
   gitOk,
@@ -21,7 +21,7 @@ import {
   sandbox,
   text,
 } from "../splitfs/_testing.ts";
-import { type ForkInfo, SplitWorkspace } from "../splitfs/workspace.ts";
+import { type ForkInfo, SplitWorkspace } from "../splitfs/workspace/workspace.ts";
 import {
   CAP_FILES,
   CAP_SOCKET,

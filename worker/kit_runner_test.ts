@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import { parseWorkerEvent, type WorkerEvent } from "../protocol/worker.ts";
-import { denoPath } from "../splitfs/client.ts";
+import { denoPath } from "../protocol/splitfs_client.ts";
 import { ensureEngine, fixtureKit, listContainers, removeContainers } from "../tests/_engine.ts";
 import { workerFlags } from "../protocol/entrypoints.ts";
 import { kitWorkerFlags } from "../protocol/entrypoints.ts";

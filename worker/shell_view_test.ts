@@ -20,7 +20,7 @@ import {
   type Sandbox,
   unmountBelow,
 } from "../splitfs/_testing.ts";
-import { SplitWorkspace } from "../splitfs/workspace.ts";
+import { SplitWorkspace } from "../splitfs/workspace/workspace.ts";
 import { WorkerClient } from "./_testing.ts";
 
 const perms: Deno.PermissionOptions = {

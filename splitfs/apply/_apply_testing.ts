@@ -7,7 +7,7 @@
  * @module
  */
 
-import { blobId, hexOf } from "../tree_id.ts";
+import { blobId, hexOf } from "../git/tree_id.ts";
 import {
   comparePaths,
   type MergePlan,

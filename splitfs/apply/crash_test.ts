@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { fingerprintDiff, sandbox } from "../_testing.ts";
-import { blobId, hexOf } from "../tree_id.ts";
+import { blobId, hexOf } from "../git/tree_id.ts";
 import { listResolutions } from "./recover.ts";
 import { binary, planOf, type Spec, treeOf, treeOfSpec, writeSpec } from "./_apply_testing.ts";
 

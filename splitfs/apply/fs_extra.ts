@@ -10,12 +10,12 @@
  */
 
 import { createHash, type Hash } from "node:crypto";
-import { check, E, errno, FsError, libc, O, retryEintr } from "../ffi.ts";
-import { Dir, FileHandle } from "../dir.ts";
-import { objectHeader } from "../tree_id.ts";
-import { childPath } from "../file_names.ts";
+import { check, E, errno, FsError, libc, O, retryEintr } from "../fd/ffi.ts";
+import { Dir, FileHandle } from "../fd/dir.ts";
+import { objectHeader } from "../git/tree_id.ts";
+import { childPath } from "../fd/file_names.ts";
 
-/** `O_APPEND` (Linux x86_64/aarch64), which splitfs/ffi.ts does not list. */
+/** `O_APPEND` (Linux x86_64/aarch64), which splitfs/fd/ffi.ts does not list. */
 const O_APPEND = 0o2000;
 
 /** Flushes a directory's own entries (the names renamed, made or removed in it) to disk. */

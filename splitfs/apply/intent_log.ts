@@ -11,9 +11,9 @@
  */
 
 import { createHash } from "node:crypto";
-import type { Dir, FileHandle } from "../dir.ts";
+import type { Dir, FileHandle } from "../fd/dir.ts";
 import { fsyncDir, openAppend } from "./fs_extra.ts";
-import { check, libc } from "../ffi.ts";
+import { check, libc } from "../fd/ffi.ts";
 import type { Signature } from "../../model/resolution_plan.ts";
 
 /** The log's file name in a resolution's directory. */

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { sandbox } from "../_testing.ts";
-import { Dir } from "../dir.ts";
+import { Dir } from "../fd/dir.ts";
 import {
   decodeLog,
   encodeRecord,

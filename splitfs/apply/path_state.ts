@@ -8,8 +8,8 @@
  * @module
  */
 
-import type { Dir, Stat } from "../dir.ts";
-import { fatalUtf8 } from "../file_names.ts";
+import type { Dir, Stat } from "../fd/dir.ts";
+import { fatalUtf8 } from "../fd/file_names.ts";
 import { sameSignature, type Signature } from "../../model/resolution_plan.ts";
 import { blobIdOfFile, openParent } from "./fs_extra.ts";
 import type { Prior } from "./intent_log.ts";

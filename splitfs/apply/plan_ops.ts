@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { Dir } from "../dir.ts";
+import type { Dir } from "../fd/dir.ts";
 import { comparePaths, type MergePlan, type Signature } from "../../model/resolution_plan.ts";
 import { ApplyRefusedError, type Changed } from "./errors.ts";
 import { openParent } from "./fs_extra.ts";

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { Dir } from "../dir.ts";
+import { Dir } from "../fd/dir.ts";
 import { ResolutionStateError } from "./errors.ts";
 import { fsyncDir } from "./fs_extra.ts";
 import { IntentLog, type LogRecord, readLog } from "./intent_log.ts";

@@ -8,7 +8,7 @@
  * @module
  */
 
-import type { Dir } from "../dir.ts";
+import type { Dir } from "../fd/dir.ts";
 import { MARSH_DIR } from "../../model/layout.ts";
 import { fsyncDir } from "./fs_extra.ts";
 import { ResolutionStateError } from "./errors.ts";

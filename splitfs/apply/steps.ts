@@ -10,7 +10,7 @@
  * @module
  */
 
-import type { Dir } from "../dir.ts";
+import type { Dir } from "../fd/dir.ts";
 import { comparePaths } from "../../model/resolution_plan.ts";
 import { fsyncDir, openParent, parentOf } from "./fs_extra.ts";
 import type { Op, Prior, StepKind } from "./intent_log.ts";

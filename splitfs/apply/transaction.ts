@@ -14,7 +14,7 @@
  * @module
  */
 
-import { Dir } from "../dir.ts";
+import { Dir } from "../fd/dir.ts";
 import {
   checkPlan,
   comparePaths,

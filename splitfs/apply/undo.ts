@@ -10,7 +10,7 @@
  * @module
  */
 
-import { Dir } from "../dir.ts";
+import { Dir } from "../fd/dir.ts";
 import {
   comparePaths,
   type MergePlan,

@@ -19,7 +19,7 @@
  */
 
 import type { MergePlan } from "../../../model/resolution_plan.ts";
-import { Dir } from "../../dir.ts";
+import { Dir } from "../../fd/dir.ts";
 import { recover, recoverAll } from "../recover.ts";
 import { applyPlan } from "../transaction.ts";
 import { undo } from "../undo.ts";

@@ -1,0 +1,51 @@
+/**
+ * `marsh gc` (docs/guide.md, "Snapshot layers and marsh gc"): the layers a
+ * project's split dirs name are kept, the others deleted from its layer store.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import { Dir } from "../fd/dir.ts";
+import { RefusedError } from "../errors.ts";
+import { LayerStore } from "../layers/layers.ts";
+import { LAYERS_DIR, LAYERS_FILE, MARSH_DIR, SPLIT_DIR } from "../../model/layout.ts";
+
+/**
+ * `marsh gc`: deletes the project's layers that no split dir names (kept
+ * splits included) and no chain head stacks. Every split dir on disk holds
+ * the list of its layers from before its base was mounted, so a mounted
+ * layer is always referenced.
+ *
+ * @throws {RefusedError} when `root` has no `.marsh` directory (no split
+ *   was ever taken there: most likely not the project the caller meant)
+ */
+export function collectLayers(
+  root: string,
+  dryRun: boolean,
+): { root: string; removed: string[]; bytes: number; kept: number } {
+  using rootDir = Dir.openAbsolute(root);
+  if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") {
+    throw new RefusedError(
+      `no marsh project at ${root}: it has no ${MARSH_DIR} directory; run marsh gc in a project where marsh split ran`,
+    );
+  }
+  using marsh = rootDir.openDir(MARSH_DIR);
+  if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
+  using store = LayerStore.open(marsh);
+  const referenced = new Set<string>();
+  if (marsh.statAt(SPLIT_DIR)?.kind === "dir") {
+    using splits = marsh.openDir(SPLIT_DIR);
+    for (const e of splits.entries()) {
+      if (splits.statAt(e.name)?.kind !== "dir") continue;
+      using split = splits.openDir(e.name);
+      const list = split.readFileIfExists(LAYERS_FILE, 64 * 1024);
+      if (list === null) continue;
+      for (const id of new TextDecoder().decode(list).split("\n")) if (id) referenced.add(id);
+    }
+  }
+  const total = store.list().length;
+  const r = store.collect(referenced, dryRun);
+  return { root, removed: r.removed, bytes: r.bytes, kept: total - r.removed.length };
+}

@@ -85,8 +85,8 @@ Deno.test({
   const g = graph({
     "protocol/fork_view.ts": ["splitfs/layout.ts"],
     "splitfs/layout.ts": [],
-    "splitfs/client.ts": ["docker/flags.ts"],
-    "docker/flags.ts": ["protocol/frame.ts"],
+    "splitfs/client.ts": ["engine/flags.ts"],
+    "engine/flags.ts": ["protocol/frame.ts"],
     "engine/other.ts": ["protocol/frame.ts"],
     "protocol/frame.ts": [],
   });
@@ -94,9 +94,9 @@ Deno.test({
   assert.deepEqual(folderCycles(g), [{
     folders: ["engine", "protocol", "splitfs"],
     hops: [
-      { from: "docker/flags.ts", to: "protocol/frame.ts" },
+      { from: "engine/flags.ts", to: "protocol/frame.ts" },
       { from: "protocol/fork_view.ts", to: "splitfs/layout.ts" },
-      { from: "splitfs/client.ts", to: "docker/flags.ts" },
+      { from: "splitfs/client.ts", to: "engine/flags.ts" },
     ],
     knot: ["engine", "protocol", "splitfs"],
   }]);

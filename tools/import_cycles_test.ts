@@ -26,14 +26,14 @@ Deno.test({ name: "a DAG has no module or folder cycle", permissions: {} }, () =
 
 Deno.test({ name: "a two-file cycle is found, in import order", permissions: {} }, () => {
   const g = graph({
-    "splitfs/fork/overlay.ts": ["splitfs/fork/fork.ts", "splitfs/fd/ffi.ts"],
-    "splitfs/fork/fork.ts": ["splitfs/fork/overlay.ts"],
-    "splitfs/fd/ffi.ts": [],
+    "splitfs/overlay.ts": ["splitfs/fork.ts", "splitfs/ffi.ts"],
+    "splitfs/fork.ts": ["splitfs/overlay.ts"],
+    "splitfs/ffi.ts": [],
   });
   const [cycle, ...rest] = moduleCycles(g);
   assert.deepEqual(rest, []);
-  assert.deepEqual(cycle?.files, ["splitfs/fork/fork.ts", "splitfs/fork/overlay.ts"]);
-  assert.deepEqual(cycle?.knot, ["splitfs/fork/fork.ts", "splitfs/fork/overlay.ts"]);
+  assert.deepEqual(cycle?.files, ["splitfs/fork.ts", "splitfs/overlay.ts"]);
+  assert.deepEqual(cycle?.knot, ["splitfs/fork.ts", "splitfs/overlay.ts"]);
   assert.deepEqual(folderCycles(g), [], "one folder: no folder cycle");
 });
 
@@ -85,8 +85,8 @@ Deno.test({
   const g = graph({
     "protocol/fork_view.ts": ["splitfs/layout.ts"],
     "splitfs/layout.ts": [],
-    "protocol/splitfs_client.ts": ["docker/flags.ts"],
-    "docker/flags.ts": ["protocol/frame.ts"],
+    "splitfs/client.ts": ["engine/flags.ts"],
+    "engine/flags.ts": ["protocol/frame.ts"],
     "engine/other.ts": ["protocol/frame.ts"],
     "protocol/frame.ts": [],
   });
@@ -94,9 +94,9 @@ Deno.test({
   assert.deepEqual(folderCycles(g), [{
     folders: ["engine", "protocol", "splitfs"],
     hops: [
-      { from: "docker/flags.ts", to: "protocol/frame.ts" },
+      { from: "engine/flags.ts", to: "protocol/frame.ts" },
       { from: "protocol/fork_view.ts", to: "splitfs/layout.ts" },
-      { from: "protocol/splitfs_client.ts", to: "docker/flags.ts" },
+      { from: "splitfs/client.ts", to: "engine/flags.ts" },
     ],
     knot: ["engine", "protocol", "splitfs"],
   }]);
@@ -109,7 +109,7 @@ Deno.test({ name: "subfolders belong to their top-level folder", permissions: {}
   assert.equal(folderOf("splitfs/git/reader.ts"), "splitfs");
   assert.equal(folderOf("main.ts"), ".");
   const g = graph({
-    "splitfs/fork/fork.ts": ["splitfs/git/reader.ts"],
+    "splitfs/fork.ts": ["splitfs/git/reader.ts"],
     "splitfs/git/reader.ts": ["splitfs/errors.ts"],
     "splitfs/errors.ts": [],
   });
@@ -170,7 +170,7 @@ const CYCLIC = {
     'import type { Layout } from "../splitfs/layout.ts";\nexport let l: Layout;\n',
   "splitfs/layout.ts":
     'export type Layout = string;\nexport const f = () => import("./fork.ts");\n',
-  "splitfs/fork/fork.ts": 'import "../protocol/frame.ts";\n',
+  "splitfs/fork.ts": 'import "../protocol/frame.ts";\n',
   // Tests may import anything: they are not walked.
   "splitfs/fork_test.ts": 'import "../main.ts";\n',
   "main.ts": 'import "./splitfs/fork.ts";\n',
@@ -182,18 +182,13 @@ Deno.test({
 }, async () => {
   await using p = await project(CYCLIC);
   const files = await sourceFiles(p.dir);
-  assert.deepEqual(files, [
-    "main.ts",
-    "protocol/frame.ts",
-    "splitfs/fork/fork.ts",
-    "splitfs/layout.ts",
-  ]);
+  assert.deepEqual(files, ["main.ts", "protocol/frame.ts", "splitfs/fork.ts", "splitfs/layout.ts"]);
   const g = await importGraph(p.dir, files, Deno.execPath());
-  assert.deepEqual(g.get("splitfs/layout.ts"), ["splitfs/fork/fork.ts"]);
+  assert.deepEqual(g.get("splitfs/layout.ts"), ["splitfs/fork.ts"]);
   assert.deepEqual(moduleCycles(g).map((c) => c.files), [[
     "protocol/frame.ts",
     "splitfs/layout.ts",
-    "splitfs/fork/fork.ts",
+    "splitfs/fork.ts",
   ]]);
   assert.deepEqual(folderCycles(g).map((c) => c.folders), [["protocol", "splitfs"]]);
 });

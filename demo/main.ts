@@ -111,6 +111,8 @@ function childEnv(tmp: string, home: string): Record<string, string> {
     MARSH_HOME: home,
     PATH: `${tmp}/bin:${env.PATH ?? "/usr/local/bin:/usr/bin:/bin"}`,
     HOME: tmp,
+    // Deno's cache stays yours: a fresh HOME would make every process fetch its npm packages again.
+    DENO_DIR: env.DENO_DIR ?? `${env.XDG_CACHE_HOME ?? `${env.HOME ?? tmp}/.cache`}/deno`,
     GIT_CONFIG_NOSYSTEM: "1",
     GIT_CONFIG_GLOBAL: "/dev/null",
     GIT_AUTHOR_NAME: "demo",

@@ -36,6 +36,19 @@ export const RUNTIME_ENV = [
   "XDG_CACHE_HOME",
   "DENO_NO_UPDATE_CHECK",
   "NO_COLOR",
+  // How Deno reaches the npm registry when a child's cache lacks a package:
+  // behind a TLS-inspecting proxy, without these a fetch retries for minutes.
+  "DENO_CERT",
+  "DENO_TLS_CA_STORE",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "NPM_CONFIG_REGISTRY",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
 ] as const;
 
 /** The variables the worker may read (see {@linkcode workerFlags}). */

@@ -14,6 +14,8 @@ export interface LauncherCalls {
   readonly calls: string[][];
   /** The stand-in's path: what the launcher ran as Deno. */
   readonly deno: string;
+  /** The environment the last call was given. */
+  readonly env: Readonly<Record<string, string>>;
   /** What the launcher wrote on stderr. */
   readonly stderr: string;
 }
@@ -33,7 +35,7 @@ export async function launcherCalls(
     // One record per call: the arguments NUL-terminated, then a newline.
     await Deno.writeTextFile(
       deno,
-      `#!/usr/bin/env bash\n{ printf '%s\\0' "$@"; printf '\\n'; } >> '${dir}/calls'\nexit 3\n`,
+      `#!/usr/bin/env bash\n{ printf '%s\\0' "$@"; printf '\\n'; } >> '${dir}/calls'\nenv -0 > '${dir}/env'\nexit 3\n`,
     );
     await Deno.chmod(deno, 0o755);
     const out = await new Deno.Command(launcher, {
@@ -49,7 +51,17 @@ export async function launcherCalls(
       throw error;
     });
     const calls = text.split("\n").filter((r) => r !== "").map((r) => r.split("\0").slice(0, -1));
-    return { calls, deno, stderr: new TextDecoder().decode(out.stderr) };
+    // The environment of the last call.
+    const envText = await Deno.readTextFile(`${dir}/env`).catch((error) => {
+      if (error instanceof Deno.errors.NotFound) return "";
+      throw error;
+    });
+    const given = Object.fromEntries(
+      envText.split("\0").filter((e) => e !== "").map((
+        e,
+      ) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
+    );
+    return { calls, deno, env: given, stderr: new TextDecoder().decode(out.stderr) };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -81,8 +81,16 @@ Deno.test(
   async () => {
     const home = Deno.makeTempDirSync({ prefix: "marsh-home-" });
     try {
-      const got = await launcherCalls(`${root}bin/marshd`, [], { MARSH_HOME: home });
+      const got = await launcherCalls(`${root}bin/marshd`, [], {
+        MARSH_HOME: home,
+        SSL_CERT_FILE: "/etc/ssl/certs/ca-certificates.crt",
+        MARSH_TEST_SECRET: "not for the daemon",
+      });
       assert.deepEqual(got.calls, [entryArgv("daemon", { home, deno: got.deno })], got.stderr);
+      // Given the variables it names, and nothing else of the shell's.
+      assert.equal(got.env.MARSH_HOME, home);
+      assert.equal(got.env.SSL_CERT_FILE, "/etc/ssl/certs/ca-certificates.crt");
+      assert.equal(got.env.MARSH_TEST_SECRET, undefined);
     } finally {
       Deno.removeSync(home, { recursive: true });
     }

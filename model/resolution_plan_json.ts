@@ -71,7 +71,8 @@ function octal(mode: number): string {
   return mode.toString(8).padStart(4, "0");
 }
 
-function signatureJson(s: Signature): SignatureJson {
+/** A signature as the plan document writes it. */
+export function signatureToJson(s: Signature): SignatureJson {
   switch (s.kind) {
     case "absent":
     case "dir":
@@ -89,21 +90,21 @@ function entryJson(e: PlanEntry): EntryJson {
       return {
         path: e.path,
         action: "take",
-        before: signatureJson(e.before),
-        after: signatureJson(e.after),
+        before: signatureToJson(e.before),
+        after: signatureToJson(e.after),
         ...(e.bytes === undefined ? {} : { bytes: e.bytes }),
       };
     case "delete":
-      return { path: e.path, action: "delete", before: signatureJson(e.before) };
+      return { path: e.path, action: "delete", before: signatureToJson(e.before) };
     case "converged":
-      return { path: e.path, action: "converged", state: signatureJson(e.state) };
+      return { path: e.path, action: "converged", state: signatureToJson(e.state) };
     case "conflict":
       return {
         path: e.path,
         action: "conflict",
-        base: signatureJson(e.base),
-        source: signatureJson(e.source),
-        branch: signatureJson(e.branch),
+        base: signatureToJson(e.base),
+        source: signatureToJson(e.source),
+        branch: signatureToJson(e.branch),
         reason: e.reason,
       };
   }
@@ -153,7 +154,12 @@ class Reader {
   }
 }
 
-function parseSignature(x: unknown, where: string): Signature {
+/**
+ * Reads a signature written by {@linkcode signatureToJson}.
+ *
+ * @throws {PlanError} naming `where` when it is malformed
+ */
+export function parseSignatureJson(x: unknown, where: string): Signature {
   const r = new Reader(where);
   const o = r.object(x);
   const type = r.string(o, "type");
@@ -183,7 +189,7 @@ function parseEntry(x: unknown, i: number): PlanEntry {
   const o = r.object(x);
   const path = r.string(o, "path");
   const action = r.string(o, "action");
-  const sig = (key: string) => parseSignature(o[key], `paths[${i}].${key}`);
+  const sig = (key: string) => parseSignatureJson(o[key], `paths[${i}].${key}`);
   switch (action) {
     case "take": {
       const bytes = o.bytes;

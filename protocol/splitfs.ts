@@ -41,6 +41,15 @@ import {
   str,
 } from "./splitfs_fields.ts";
 import {
+  parseResolveReply,
+  parseResolveRequest,
+  RESOLVE_REPLIES,
+  RESOLVE_REQUESTS,
+  resolveFrameToWire,
+  type ResolveReply,
+  type ResolveRequest,
+} from "./splitfs_resolve.ts";
+import {
   type OutCheckedReply,
   type OutRequest,
   parseOutCheckedReply,
@@ -223,7 +232,8 @@ export type SplitfsRequest =
   | ExportObjectsRequest
   | OutReadRequest
   | ProcessRequest
-  | PurgeRequest;
+  | PurgeRequest
+  | ResolveRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -382,6 +392,7 @@ export type SplitfsReply =
   | ExportedReply
   | ProcessesReply
   | OutCheckedReply
+  | ResolveReply
   | OkReply
   | ErrorReply;
 
@@ -406,11 +417,22 @@ function wireIdentity(v: unknown, where: string): WireIdentity {
   return [v[0] as string, v[1] as string];
 }
 
+/**
+ * A frame as it goes on the wire: the resolution frames carry plans and
+ * signatures as their JSON documents; every other frame is its own wire form.
+ */
+export function splitfsToWire(f: SplitfsRequest | SplitfsReply): unknown {
+  return RESOLVE_REQUESTS.has(f.t) || RESOLVE_REPLIES.has(f.t)
+    ? resolveFrameToWire(f as ResolveRequest | ResolveReply)
+    : f;
+}
+
 /** Validates a request frame. */
 export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) {
     throw new ProtocolError("unsupported frame version");
   }
+  if (typeof x.t === "string" && RESOLVE_REQUESTS.has(x.t)) return parseResolveRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
@@ -492,6 +514,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
   if (!isObject(x) || x.v !== SPLITFS_PROTOCOL) {
     throw new ProtocolError("unsupported frame version");
   }
+  if (typeof x.t === "string" && RESOLVE_REPLIES.has(x.t)) return parseResolveReply(x);
   switch (x.t) {
     case "chunk":
       // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.

@@ -22,6 +22,7 @@ import {
   type ProgressReply,
   type SplitfsReply,
   type SplitfsRequest,
+  splitfsToWire,
 } from "./splitfs.ts";
 
 /** An error reply from the service. */
@@ -174,7 +175,7 @@ export class SplitfsService implements AsyncDisposable {
     onProgress?: ProgressHandler,
   ): Promise<R> {
     const run = async (): Promise<R> => {
-      await this.#writer.write(encodeFrame(req));
+      await this.#writer.write(encodeFrame(splitfsToWire(req)));
       for (;;) {
         const next = await this.#frames.next();
         if (next.done) {

@@ -21,6 +21,7 @@ import {
   ProtocolError,
   type SplitfsReply,
   type SplitfsRequest,
+  splitfsToWire,
 } from "../protocol/splitfs.ts";
 import { diffDirs } from "./capture/diff.ts";
 import { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError } from "./fd/dir.ts";
@@ -47,7 +48,7 @@ const DEFAULT_PROGRESS_MS = 250;
 
 /** Writes a frame to stdout synchronously: the engine is synchronous and streams as it goes. */
 function send(reply: SplitfsReply): void {
-  const bytes = encodeFrame(reply);
+  const bytes = encodeFrame(splitfsToWire(reply));
   let off = 0;
   while (off < bytes.length) off += Deno.stdout.writeSync(bytes.subarray(off));
 }

@@ -41,6 +41,12 @@ import {
   str,
 } from "./splitfs_fields.ts";
 import {
+  type BranchStatsReply,
+  type BranchStatsRequest,
+  parseBranchStatsReply,
+  parseBranchStatsRequest,
+} from "./splitfs_compare.ts";
+import {
   parseResolveReply,
   parseResolveRequest,
   RESOLVE_REPLIES,
@@ -233,6 +239,7 @@ export type SplitfsRequest =
   | OutReadRequest
   | ProcessRequest
   | PurgeRequest
+  | BranchStatsRequest
   | ResolveRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -393,6 +400,7 @@ export type SplitfsReply =
   | ProcessesReply
   | OutCheckedReply
   | ResolveReply
+  | BranchStatsReply
   | OkReply
   | ErrorReply;
 
@@ -487,6 +495,8 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return { v: 1, t: x.t, id: str(x, "id"), label: str(x, "label") };
     case "export-objects":
       return parseExportObjectsRequest(x);
+    case "branch-stats":
+      return parseBranchStatsRequest(x);
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
@@ -600,6 +610,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       };
     case "exported":
       return parseExportedReply(x);
+    case "branch-stats":
+      return parseBranchStatsReply(x);
     case "out-checked":
       return parseOutCheckedReply(x);
     case "ok":

@@ -290,6 +290,9 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       send({ v: 1, t: "done", changed: bytes });
       return;
     }
+    case "branch-stats":
+      send({ v: 1, t: "branch-stats", branches: workspace(req.id).branchStats(req.labels) });
+      return;
     case "proc-starts":
       send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
       return;

@@ -23,6 +23,8 @@ import type { GitSource } from "../git/git_source.ts";
 import { exportPatchObjects, type ExportSummary, storesSha1 } from "../git/object_export.ts";
 import { type MissingOut, missingOut, type OutExpectation } from "../capture/out_check.ts";
 import { readOutFile } from "../capture/out_read.ts";
+import { branchStats } from "../resolve/branch_stats.ts";
+import type { BranchStats } from "../../protocol/splitfs_compare.ts";
 import { publish, writeManifest } from "./out_write.ts";
 import { type Emit, type RenderBranch, renderBranches } from "../capture/render.ts";
 import { GIT_NAME, type SnapshotStats } from "../layers/snapshot.ts";
@@ -259,6 +261,17 @@ export class SplitWorkspace implements Disposable {
   readOut(label: string, name: "stdout" | "stderr", emit: Emit): number {
     checkSplit(this.#held);
     return readOutFile(outDir(this.#held), label, name, emit);
+  }
+
+  /**
+   * Counts the patches of `labels` (`splitfs/resolve/branch_stats.ts`).
+   *
+   * @throws {RefusedError} for an invalid label or a malformed files list
+   * @throws {WorkspaceReplacedError} when the split dir was replaced
+   */
+  branchStats(labels: readonly string[]): BranchStats[] {
+    checkSplit(this.#held);
+    return branchStats(outDir(this.#held), labels);
   }
 
   /**

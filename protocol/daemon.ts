@@ -21,6 +21,7 @@ import {
   type SplitsPruneRequest,
 } from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
+import { type CompareReply, compareReplyOk, type CompareRequest } from "./daemon_compare.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -212,7 +213,8 @@ export type ClientFrame =
   | KitsListRequest
   | KitsRmRequest
   | JobsListRequest
-  | WorkersResetRequest;
+  | WorkersResetRequest
+  | CompareRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -461,6 +463,7 @@ export type DaemonFrame =
   | KitRemovedReply
   | JobsReply
   | WorkersResetReply
+  | CompareReply
   | OkReply
   | ErrorReply;
 
@@ -656,6 +659,8 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: "jobs.list" };
     case "workers.reset":
       return { v: 1, t: "workers.reset", kit: str(x, "kit", 256) };
+    case "resolve.compare":
+      return { v: 1, t: "resolve.compare", id: str(x, "id", 128) };
   }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
@@ -688,6 +693,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "kits.removed",
     "jobs",
     "workers.reset",
+    "compare",
     "ok",
     "error",
   ];
@@ -727,6 +733,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     !(["removed", "live", "failed", "released"] as const).every((k) => Array.isArray(x[k]))
   ) {
     throw new DaemonProtocolError("malformed workers.reset frame");
+  }
+  if (x.t === "compare" && !compareReplyOk(x)) {
+    throw new DaemonProtocolError("malformed compare frame");
   }
   if ((x.t === "kits.added" || x.t === "kits.removed") && !isKitInfo(x.kit)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame: kit`);

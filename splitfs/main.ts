@@ -290,6 +290,9 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       send({ v: 1, t: "done", changed: bytes });
       return;
     }
+    case "plan-fs":
+      send(workspace(req.id).planFs(req));
+      return;
     case "proc-starts":
       send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
       return;

@@ -244,6 +244,7 @@ for (const forks of POLICIES) {
     Deno.removeSync(`${root}/f2d`);
     Deno.symlinkSync("text.txt", `${root}/f2d`);
     put(root, "keep/also.txt", "the user edits a file the branch left alone\n");
+    put(root, "d2f/x.txt", "the user edits a file in the directory the branch made a file\n");
     const reply = plan(s, "filesystem");
     const got = new Map(reply.plan.entries.map((e) => [e.path, e]));
     const reason = (p: string) => {
@@ -256,6 +257,8 @@ for (const forks of POLICIES) {
     assert.equal(reason("f2d"), "both sides changed it");
     assert.match(reason("f2d/inner.txt"), /symlink at f2d|f2d is in conflict/);
     assert.equal(got.get("keep/also.txt"), undefined);
+    assert.equal(reason("d2f/x.txt"), "both sides changed it");
+    assert.equal(reason("d2f"), "d2f/x.txt below it is in conflict");
     assert.equal(got.get("img.bin")!.op, "take");
     assert.ok(!isClean(reply.plan));
   });
@@ -309,6 +312,15 @@ for (const forks of POLICIES) {
     put(root, "text.txt", "the user's text\n");
     put(root, "user/new.txt", "the user's new file\n");
     put(root, "user.log", "ignored: never touched\n");
+    // An ignored file (which the split did not take) in a directory the branch removed.
+    put(root, "gone/deep/cache.log", "ignored\n");
+    assert.throws(() => plan(s, "promote"), (e: Error) =>
+      e instanceof RefusedError &&
+      e.message.includes(
+        "promote would remove the directory gone/deep, but it holds " +
+          "gone/deep/cache.log, which the split did not cover: move it out",
+      ));
+    Deno.removeSync(`${root}/gone/deep/cache.log`);
     const reply = plan(s, "promote");
     assert.deepEqual(reply.sourceChanges, ["keep/also.txt", "text.txt", "user", "user/new.txt"]);
     assert.deepEqual(

@@ -158,6 +158,8 @@ const PRE: Spec = {
   "d2f/x.txt": { file: "x\n" },
   "keep/k.txt": { file: "k\n" },
   "keep/also.txt": { file: "also\n" },
+  "remade/same.txt": { file: "same\n" },
+  "remade/dropped.txt": { file: "dropped\n" },
 };
 
 /** Every kind of change a branch can make, in its fork. */
@@ -177,6 +179,9 @@ function changeEverything(fork: string): void {
   Deno.writeTextFileSync(`${fork}/d2f`, "now a file\n");
   Deno.mkdirSync(`${fork}/empty/sub`, { recursive: true });
   put(fork, "keep/new.txt", "new\n");
+  // Removed and made again: an overlay fork's upper dir holds it opaque, compared whole.
+  Deno.removeSync(`${fork}/remade`, { recursive: true });
+  put(fork, "remade/same.txt", "same\n");
   sqlite(`${fork}/data.db`, "INSERT INTO t VALUES (2, 'branch');");
 }
 
@@ -195,6 +200,7 @@ const EVERYTHING = [
   "img.bin take file 644",
   "keep/new.txt take file 644",
   "link take symlink",
+  "remade/dropped.txt delete",
   "run.sh take file 755",
   "secret.txt take file 600",
   "text.txt take file 644",

@@ -53,7 +53,7 @@ export function planFs(held: Held, req: PlanFsRequest): PlannedReply {
     ignore: inputs.ignore,
     prunedIgnores: inputs.prunedIgnores,
     readyNs: inputs.readyNs,
-  }).filter((c) => wanted === null || wanted.some((w) => within(c.path, w)));
+  }).filter((c) => wanted === null || within(c.path, wanted));
   const sides = new Map<string, Sides>();
   const entries = new Map<string, PlanEntry>();
   const blocked = new Map<string, SourceState>();
@@ -167,22 +167,26 @@ function settle(entries: Map<string, PlanEntry>, sides: ReadonlyMap<string, Side
 }
 
 /** Each path checked; a bad one refuses the request, naming it. */
-function checkPaths(paths: readonly string[]): string[] {
+function checkPaths(paths: readonly string[]): Set<string> {
   if (paths.length === 0) throw new RefusedError("no paths given: name at least one path");
   for (const p of paths) {
     const problem = pathProblem(p);
     if (problem !== null) throw new RefusedError(`${problem}: name a path inside the project`);
   }
-  return [...paths];
+  return new Set(paths);
 }
 
-/** Whether `path` is `wanted` or below it. */
-function within(path: string, wanted: string): boolean {
-  return path === wanted || path.startsWith(`${wanted}/`);
+/** Whether `path` is one of `wanted` or below one. */
+function within(path: string, wanted: ReadonlySet<string>): boolean {
+  if (wanted.has(path)) return true;
+  for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) {
+    if (wanted.has(path.slice(0, i))) return true;
+  }
+  return false;
 }
 
 /** The candidates narrowed to the paths wanted (each standing for everything below it). */
-function narrow(candidates: CandidateDir, wanted: readonly string[]): CandidateDir {
+function narrow(candidates: CandidateDir, wanted: ReadonlySet<string>): CandidateDir {
   const tree = new Map<string, CandidateDir | null>();
   for (const w of wanted) {
     let at = tree;

@@ -45,7 +45,10 @@ for (const forks of ["copy", "auto"] as const) {
         assert.equal(error.kind, "input");
         assert.match(error.message, message);
       };
-      await refused(req("filesystem"), /branch a of split s1 has not been captured yet/);
+      await refused(
+        req("filesystem"),
+        /branch a of split s1 has no captured result: it is still running/,
+      );
       put(forked.path, "a.txt", "one, edited\n");
       Deno.removeSync(`${forked.path}/src/c.txt`);
       put(forked.path, "new/d.txt", "new\n");

@@ -12,7 +12,7 @@ import {
 import { binary, type Spec, writeSpec } from "../apply/_apply_testing.ts";
 import { applyPlan } from "../apply/transaction.ts";
 import { Dir } from "../fd/dir.ts";
-import { RefusedError } from "../errors.ts";
+import { RefusedError, RejectedError } from "../errors.ts";
 import { SplitWorkspace } from "../workspace/workspace.ts";
 import { isClean, type MergePlan, type PlanEntry } from "../../model/resolution_plan.ts";
 import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
@@ -387,7 +387,8 @@ for (const forks of POLICIES) {
     assert.throws(
       () => s.ws.planFs(req("a")),
       (e: Error) =>
-        e instanceof RefusedError && /has not been captured yet: wait until/.test(e.message),
+        e instanceof RefusedError &&
+        /has no captured result: it is still running \(wait until/.test(e.message),
     );
     assert.throws(
       () => s.ws.planFs(req("zz")),
@@ -397,6 +398,14 @@ for (const forks of POLICIES) {
     assert.throws(
       () => s.ws.planFs({ ...req("a"), parent: { split: "s0", label: "x" } }),
       (e: Error) => e instanceof RefusedError && /made by the project itself/.test(e.message),
+    );
+    // A capture that was rejected (a nested repository) leaves no result to plan from.
+    const b = s.ws.fork("b").path;
+    put(b, "vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+    assert.throws(() => s.ws.capture("b"), RejectedError);
+    assert.throws(
+      () => s.ws.planFs(req("b")),
+      (e: Error) => e instanceof RefusedError && /or its result was rejected$/.test(e.message),
     );
   });
 }

@@ -77,8 +77,8 @@ export function openPlanInputs(
   checkLayers(held, engine);
   if (!captured(held, label)) {
     throw new RefusedError(
-      `branch ${label} of split ${held.id} has not been captured yet: wait until it has ` +
-        `finished (marsh splits ${held.id} shows it), then resolve it`,
+      `branch ${label} of split ${held.id} has no captured result: it is still running (wait ` +
+        `until it has finished; marsh splits ${held.id} shows it), or its result was rejected`,
     );
   }
   const made = fork.made;

@@ -293,6 +293,9 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     case "branch-stats":
       send({ v: 1, t: "branch-stats", branches: workspace(req.id).branchStats(req.labels) });
       return;
+    case "plan-fs":
+      send(workspace(req.id).planFs(req));
+      return;
     case "proc-starts":
       send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
       return;

@@ -282,6 +282,7 @@ export function createSplit(opts: CreateOptions): Held {
         ignore,
         // Its own instance: the snapshot's has cached a verdict for every path of the tree.
         captureIgnore: ignore ? ignoreRulesOf(ignore) : null,
+        withIgnored: opts.withIgnored ?? false,
         snapshot,
         snapshotMs,
         strategy,

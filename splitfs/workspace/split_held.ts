@@ -119,6 +119,8 @@ export interface Engine {
    * `ignore` (the info/exclude marsh wrote, never one a branch changed).
    */
   readonly captureIgnore: IgnoreRules | null;
+  /** Whether the snapshot took ignored files too (`--with-ignored`): the split covers them. */
+  readonly withIgnored: boolean;
   readonly sharedIndexes: ReadonlyMap<string, Uint8Array>;
   readonly snapshot: SnapshotStats;
   readonly snapshotMs: number;

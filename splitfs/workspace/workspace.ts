@@ -41,6 +41,8 @@ import {
 } from "./split_held.ts";
 import { closeHeld, removeSplit } from "./split_removal.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
+import { planFs } from "../resolve/plan_fs.ts";
+import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
 
@@ -309,6 +311,16 @@ export class SplitWorkspace implements Disposable {
       : this.#held.rootDir.openPath(`${GIT_NAME}/objects`);
     const summary = exportPatchObjects(outDir(this.#held), labels, store, target);
     return { ...summary, target: target.path };
+  }
+
+  /**
+   * The `--filesystem`, `--paths` or promote plan of a branch, computed
+   * without changing anything (splitfs/resolve/plan_fs.ts).
+   *
+   * @throws {RefusedError} for a branch that cannot be planned, saying why
+   */
+  planFs(req: PlanFsRequest): PlannedReply {
+    return planFs(this.#held, req);
   }
 
   /**

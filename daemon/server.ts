@@ -275,7 +275,7 @@ export class Server implements BranchSockets {
     const splits = this.#splits!, hooks = this.#hooks!;
     if (
       conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
-      frame.t !== "splits.logs" && frame.t !== "jobs.list"
+      frame.t !== "splits.logs" && frame.t !== "jobs.list" && frame.t !== "resolve.compare"
     ) {
       throw refuseInJob(frame.t);
     }
@@ -314,6 +314,9 @@ export class Server implements BranchSockets {
         return;
       case "status":
         await conn.send({ v: 1, t: "status", ...hooks.status() });
+        return;
+      case "resolve.compare":
+        await conn.send(await splits.compare(conn.authority, frame.id));
         return;
       case "gc":
         if (conn.authority.kind !== "host") {

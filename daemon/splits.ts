@@ -29,6 +29,12 @@ import { create } from "./split_create.ts";
 import { join, readOut } from "./split_join.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
+import { compareSplit } from "./resolve_compare.ts";
+import { gitPlanOf } from "./resolve_git_plan.ts";
+import type { CompareReply } from "../protocol/daemon_compare.ts";
+import type { SplitRecord } from "../journal/records.ts";
+import type { MergePlan } from "../model/resolution_plan.ts";
+import { RequestError } from "./request_error.ts";
 
 export type {
   BranchSockets,
@@ -102,6 +108,20 @@ export class Splits {
   }
 
   /** Starts lease timers for awaiting splits found at start-up. */
+  /** `marsh compare` (`daemon/resolve_compare.ts`). */
+  compare(auth: Authority, id: string): Promise<CompareReply> {
+    return compareSplit(this.#cx, (s, label) => this.gitPlan(s, label), auth, id);
+  }
+
+  /** The `--git` plan of one branch, changing nothing (`daemon/resolve_git_plan.ts`). */
+  gitPlan(s: SplitRecord, label: string): Promise<MergePlan> {
+    const planner = this.#cx.d.gitPlanner;
+    if (planner === undefined) {
+      return Promise.reject(new RequestError(125, "this daemon has no Git planner"));
+    }
+    return gitPlanOf(this.#cx, planner, s, label);
+  }
+
   adoptAwaiting(): void {
     adoptAwaiting(this.#cx);
   }

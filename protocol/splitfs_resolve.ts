@@ -57,6 +57,9 @@ export interface PathInputs {
   readonly blocked?: string;
 }
 
+/** Runs the Git planner on a branch's merge inputs (`daemon/git_planner.ts`). */
+export type GitPlanner = (inputs: MergeInputsReply) => Promise<MergePlan>;
+
 /** The answer to `merge-inputs`. */
 export interface MergeInputsReply {
   readonly v: 1;

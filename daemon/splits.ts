@@ -22,11 +22,14 @@
  * @module
  */
 
+import type { SplitRecord } from "../journal/records.ts";
 import type { JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import type { Authority } from "./conn.ts";
 import { type SplitConn, SplitContext, type SplitDeps } from "./split_context.ts";
 import { create } from "./split_create.ts";
-import { join, readOut } from "./split_join.ts";
+import { ensureOpen, join, readOut } from "./split_join.ts";
+import { RequestError } from "./request_error.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
 
@@ -99,6 +102,24 @@ export class Splits {
   /** `marsh splits rm ID`: removes a kept (or cancelled, joined, uncertain) split. */
   remove(auth: Authority, id: string): Promise<string> {
     return remove(this.#cx, auth, id);
+  }
+
+  /** Has the service hold split `s`'s descriptors for a resolution (`daemon/resolve_context.ts`). */
+  async openHeld(s: SplitRecord): Promise<void> {
+    const live = this.#cx.liveOf(s.id, s.session);
+    if (live.joinConn && !live.joinConn.isClosed) {
+      throw new RequestError(
+        2,
+        `split ${s.id} is being joined: resolve it once the join has ended`,
+      );
+    }
+    try {
+      await ensureOpen(this.#cx, live, s);
+    } catch (error) {
+      throw error instanceof SplitfsError
+        ? new RequestError(2, `split ${s.id}: ${error.message}`)
+        : error;
+    }
   }
 
   /** Starts lease timers for awaiting splits found at start-up. */

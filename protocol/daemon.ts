@@ -21,6 +21,15 @@ import {
   type SplitsPruneRequest,
 } from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
+import {
+  parseResolveClientFrame,
+  RESOLVE_CLIENT_FRAMES,
+  RESOLVE_DAEMON_FRAMES,
+  type ResolveClientFrame,
+  type ResolveDaemonFrame,
+  ResolveFrameError,
+  resolveReplyOk,
+} from "./daemon_resolve.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -212,7 +221,8 @@ export type ClientFrame =
   | KitsListRequest
   | KitsRmRequest
   | JobsListRequest
-  | WorkersResetRequest;
+  | WorkersResetRequest
+  | ResolveClientFrame;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -461,6 +471,7 @@ export type DaemonFrame =
   | KitRemovedReply
   | JobsReply
   | WorkersResetReply
+  | ResolveDaemonFrame
   | OkReply
   | ErrorReply;
 
@@ -657,6 +668,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "workers.reset":
       return { v: 1, t: "workers.reset", kit: str(x, "kit", 256) };
   }
+  if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseResolveClientFrame(x);
+    } catch (error) {
+      if (error instanceof ResolveFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
 
@@ -690,6 +709,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "workers.reset",
     "ok",
     "error",
+    ...RESOLVE_DAEMON_FRAMES,
   ];
   if (typeof x.t !== "string" || !known.includes(x.t)) {
     throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
@@ -727,6 +747,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     !(["removed", "live", "failed", "released"] as const).every((k) => Array.isArray(x[k]))
   ) {
     throw new DaemonProtocolError("malformed workers.reset frame");
+  }
+  if (RESOLVE_DAEMON_FRAMES.has(x.t) && !resolveReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if ((x.t === "kits.added" || x.t === "kits.removed") && !isKitInfo(x.kit)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame: kit`);

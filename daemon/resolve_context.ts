@@ -97,7 +97,7 @@ export function whoString(who: Creator): string {
 function whoMay(creator: Creator): string {
   switch (creator.kind) {
     case "host":
-      return "the host user, from a shell outside its branches";
+      return "the host user (from a shell outside its branches)";
     case "session":
       return `the branch that created it (${creator.id})`;
     case "job":

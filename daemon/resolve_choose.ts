@@ -11,7 +11,7 @@
 import type { ResolveChooseRequest } from "../protocol/daemon_resolve.ts";
 import type { Authority } from "./conn.ts";
 import { creatorOf } from "./creator.ts";
-import { type Outcome, type ResolveDeps } from "./resolve_context.ts";
+import { authorize, type Outcome, type ResolveDeps } from "./resolve_context.ts";
 import { merge } from "./resolve_merge.ts";
 import { promote } from "./resolve_promote.ts";
 
@@ -25,6 +25,9 @@ export async function choose(
   auth: Authority,
   req: Omit<ResolveChooseRequest, "v" | "t">,
 ): Promise<Outcome> {
+  // Refused in choose's own words; merge and promote check again (and the rest).
+  const s = d.journal.getSplit(req.id);
+  if (s !== null) authorize(auth, s.creator, "choose", `split ${req.id}`);
   const won = req.how === "promote"
     ? await promote(d, auth, { ...req, dryRun: false })
     : await merge(d, auth, { ...req, scope: req.how, dryRun: false });

@@ -43,6 +43,8 @@ export interface Application {
   readonly request: (resolution: string) => Promise<AppliedReply | ApplyRefusedReply>;
   /** `merged branch a of split s`: the start of the messages. */
   readonly done: string;
+  /** What an `apply-refused` means to do next (`run it again to plan anew`). */
+  readonly refusedHint: string;
 }
 
 function settle(d: ResolveDeps, id: string, state: "pre" | "post", fallback: number): void {
@@ -118,7 +120,7 @@ export async function applyResolution(d: ResolveDeps, a: Application): Promise<O
     code: 1,
     message: `${reply.message}; ${
       plural(n, "path")
-    } changed since the plan, nothing was changed: run it again to plan anew`,
+    } changed, nothing was changed: ${a.refusedHint}`,
     plan: a.plan,
     resolution: after(),
     changed: reply.changed,

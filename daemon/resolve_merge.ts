@@ -155,6 +155,7 @@ export async function merge(
     who: creatorOf(auth),
     plan,
     undoes: null,
+    refusedHint: "they changed since the plan: run it again to plan anew",
     done: `merged ${what} into ${s.root}`,
     request: (resolution) =>
       d.splitfs.request<AppliedReply | ApplyRefusedReply>({

@@ -107,6 +107,7 @@ export async function promote(
     who: creatorOf(auth),
     plan,
     undoes: null,
+    refusedHint: "they changed since the plan: run it again to plan anew",
     done: `promoted ${what} over ${s.root}${
       retired > 0 ? ` (retiring ${plural(retired, "source change")})` : ""
     }`,

@@ -59,6 +59,8 @@ export async function undo(d: ResolveDeps, auth: Authority, id: string): Promise
     who: creatorOf(auth),
     plan: null,
     undoes: r.id,
+    refusedHint:
+      "they changed since the resolution, and undo would overwrite them: put them back as it left them (or keep them)",
     done: `undid resolution ${r.id} (${r.kind} of branch ${r.label} of split ${r.split})`,
     request: (by) =>
       d.splitfs.request<AppliedReply | ApplyRefusedReply>({

@@ -688,3 +688,41 @@ Deno.test({ name: "serve: the plan in pieces, then resolved", permissions }, asy
   assert.equal((end as { plan: boolean }).plan, true);
   assert.equal((end as { code: number }).code, 0);
 });
+
+Deno.test({
+  name: "merge --paths from a branch with the project view: its cwd is in its fork",
+  permissions,
+}, async () => {
+  using w = world();
+  seed(w);
+  const fork = `${ROOT}/.marsh/split/s1/a`;
+  w.journal.updateBranch("s1", "a", { view: "project" });
+  w.journal.createSplit(
+    split("n1", {
+      creator: { kind: "session", id: "s1/a" },
+      session: "s1/a",
+      parent: { split: "s1", label: "a" },
+      depth: 2,
+      root: fork,
+    }),
+  );
+  w.journal.addBranches("n1", [branch("n1", "x", 0)]);
+  w.service.on("plan-fs", () => ({
+    v: 1,
+    t: "planned",
+    plan: plan("paths"),
+    sourceChanges: [],
+    sourceChangesMore: 0,
+  }));
+  const inBranch: Authority = { kind: "branch", split: "s1", label: "a", session: "s1/a" };
+  // The branch sees its fork at the project's path: it says /work/project/sub.
+  const o = await w.resolutions.run(
+    inBranch,
+    mergeReq({ id: "n1", label: "x", scope: "paths", paths: ["x.txt"], cwd: `${ROOT}/sub` }),
+  );
+  assert.equal(o.outcome, "applied");
+  const asked = w.service.requests.find((r) => r.t === "plan-fs") as unknown as {
+    paths: string[];
+  };
+  assert.deepEqual(asked.paths, ["sub/x.txt"]);
+});

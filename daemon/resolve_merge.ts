@@ -35,6 +35,7 @@ import {
   serviceRefusal,
 } from "./resolve_context.ts";
 import { projectPaths } from "./resolve_paths.ts";
+import { branchCwd } from "./shell_view.ts";
 
 function parentOf(s: SplitRecord) {
   return s.parent ? { parent: s.parent } : {};
@@ -109,6 +110,18 @@ export function changesSomething(plan: MergePlan): boolean {
 }
 
 /**
+ * Where the caller is, as the service sees it: a shell branch with the
+ * project view reports its cwd under the project's path, which is its fork
+ * (a job's fork is at the same path inside its container and outside).
+ */
+function callerCwd(d: ResolveDeps, auth: Authority, cwd: string): string {
+  if (auth.kind !== "branch") return cwd;
+  const branch = d.journal.getBranch(auth.split, auth.label);
+  const parent = d.journal.getSplit(auth.split);
+  return branch && parent ? branchCwd(cwd, branch, parent.root) : cwd;
+}
+
+/**
  * Plans and, unless it is a dry run, applies a merge. Returns how it
  * ended; refusals of the request itself are thrown.
  *
@@ -121,7 +134,9 @@ export async function merge(
   req: Pick<ResolveMergeRequest, "id" | "label" | "scope" | "paths" | "dryRun" | "cwd">,
 ): Promise<Outcome> {
   const { split: s } = await resolvable(d, auth, req.id, req.label, "merge");
-  const paths = req.scope === "paths" ? projectPaths(s.root, req.cwd, req.paths ?? []) : null;
+  const paths = req.scope === "paths"
+    ? projectPaths(s.root, callerCwd(d, auth, req.cwd), req.paths ?? [])
+    : null;
   const plan = await mergePlan(d, s, req.label, req.scope, paths);
   const what = `branch ${req.label} of split ${s.id}`;
   if (req.dryRun) {

@@ -31,6 +31,24 @@ export type { DiscardBranches, GitPlanner, ResolveDeps } from "./resolve_context
 /** How many resolutions `marsh resolutions` lists at most (the newest). */
 export const MAX_RESOLUTIONS_LISTED = 2_000;
 
+/** The most JSON one reply's lists may hold together: well under a frame's limit. */
+const LIST_BYTES = 512 * 1024;
+
+/**
+ * The first items of `list`, at most `max` and about `bytes` of JSON
+ * (a reply is one frame), and how many were left out.
+ */
+export function capList<T>(list: readonly T[], max: number, bytes: number): [T[], number] {
+  const out: T[] = [];
+  let size = 0;
+  for (const item of list) {
+    size += JSON.stringify(item).length + 1;
+    if (out.length >= max || size > bytes) break;
+    out.push(item);
+  }
+  return [out, list.length - out.length];
+}
+
 /** Runs the resolution verbs. */
 export class Resolutions {
   readonly #d: ResolveDeps;
@@ -51,10 +69,8 @@ export class Resolutions {
   list(auth: Authority): Omit<ResolutionsReply, "v" | "t"> {
     const who = auth.kind === "host" ? {} : { who: creatorOf(auth) };
     const found = this.#d.journal.listResolutions({ ...who, limit: MAX_RESOLUTIONS_LISTED + 1 });
-    return {
-      resolutions: found.slice(0, MAX_RESOLUTIONS_LISTED).map(infoOf),
-      more: Math.max(0, found.length - MAX_RESOLUTIONS_LISTED),
-    };
+    const [resolutions, more] = capList(found.map(infoOf), MAX_RESOLUTIONS_LISTED, LIST_BYTES);
+    return { resolutions, more };
   }
 
   /** Runs one resolving request (everything but the listing) and says how it ended. */
@@ -96,6 +112,8 @@ async function send(conn: SplitConn, o: Outcome): Promise<void> {
       await conn.send({ v: 1, t: "resolve.plan", data: text.slice(at, at + PLAN_PIECE) });
     }
   }
+  const [changed, changedMore] = capList(o.changed, MAX_LISTED, LIST_BYTES);
+  const [sourceChanges, sourceMore] = capList(o.sourceChanges, MAX_LISTED, LIST_BYTES);
   await conn.send({
     v: 1,
     t: "resolved",
@@ -104,10 +122,10 @@ async function send(conn: SplitConn, o: Outcome): Promise<void> {
     message: o.message,
     plan: text !== null,
     resolution: o.resolution === null ? null : infoOf(o.resolution),
-    changed: o.changed.slice(0, MAX_LISTED),
-    changedMore: Math.max(0, o.changed.length - MAX_LISTED),
-    sourceChanges: o.sourceChanges.slice(0, MAX_LISTED),
-    sourceChangesMore: Math.max(0, o.sourceChanges.length - MAX_LISTED) + o.sourceChangesMore,
+    changed,
+    changedMore,
+    sourceChanges,
+    sourceChangesMore: sourceMore + o.sourceChangesMore,
     discarded: o.discarded,
   });
 }

@@ -726,3 +726,34 @@ Deno.test({
   };
   assert.deepEqual(asked.paths, ["sub/x.txt"]);
 });
+
+Deno.test(
+  { name: "serve: long lists are cut to fit one frame, the rest counted", permissions },
+  async () => {
+    using w = world();
+    seed(w);
+    w.service.on("merge-inputs", () => INPUTS);
+    const long = "d/".repeat(900) + "f";
+    w.service.on("apply-plan", () => ({
+      v: 1,
+      t: "apply-refused",
+      message: "the project moved on",
+      changed: Array.from({ length: 900 }, (_, i) => ({
+        path: `${long}${i}`,
+        expected: "file",
+        found: "absent",
+      })),
+    }));
+    const conn = new FakeConn(HOST);
+    await w.resolutions.serve(conn, mergeReq());
+    const end = conn.sent.at(-1) as unknown as {
+      changed: unknown[];
+      changedMore: number;
+      code: number;
+    };
+    assert.equal(end.code, 1);
+    assert.ok(end.changed.length > 0 && end.changed.length < 900, `${end.changed.length}`);
+    assert.equal(end.changed.length + end.changedMore, 900);
+    assert.ok(JSON.stringify(end).length < 600 * 1024);
+  },
+);

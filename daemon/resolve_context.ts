@@ -158,6 +158,13 @@ export async function resolvable(
       `split ${id} is still running: ${verb} once it has finished (or stop it: marsh splits cancel ${id})`,
     );
   }
+  if (s.state === "uncertain") {
+    throw new RequestError(
+      2,
+      `split ${id} is uncertain (a daemon restart interrupted it): its results cannot be trusted, ` +
+        `so nothing of it can be resolved; remove it with: marsh splits rm ${id}`,
+    );
+  }
   if (s.state !== "await" && s.state !== "kept") {
     throw new RequestError(
       2,

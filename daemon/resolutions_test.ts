@@ -443,6 +443,13 @@ Deno.test(
     w.journal.createSplit(split("s2", { state: "run" }));
     w.journal.addBranches("s2", [branch("s2", "a", 0, { state: "running" })]);
     await refusal(w.resolutions.run(HOST, mergeReq({ id: "s2" })), 2, /split s2 is still running/);
+    w.journal.createSplit(split("s4", { state: "uncertain" }));
+    w.journal.addBranches("s4", [branch("s4", "a", 0)]);
+    await refusal(
+      w.resolutions.run(HOST, mergeReq({ id: "s4" })),
+      2,
+      /split s4 is uncertain .*marsh splits rm s4/,
+    );
     w.journal.createSplit(split("s3", { state: "joined" }));
     w.journal.addBranches("s3", [branch("s3", "a", 0)]);
     await refusal(

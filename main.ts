@@ -21,7 +21,6 @@ import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
-import { registerCompareCommand } from "./client/compare_command.ts";
 import {
   daemonStartCommand,
   daemonStatusCommand,
@@ -114,7 +113,6 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerEngineCommands(program, ctx);
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
-  registerCompareCommand(program, ctx);
 }
 
 if (import.meta.main) {

@@ -5,7 +5,8 @@
  * exit status; the commands themselves are in `client/*_command.ts`.
  *
  * Shared here: `split`, `join` and `splits` (with `cancel` and `rm`; the
- * daemon decides what each caller may do). Each entry adds its own commands
+ * daemon decides what each caller may do), and the resolution commands
+ * (`resolve_commands.ts`). Each entry adds its own commands
  * through {@linkcode runCli}'s `register`: the host its daemon, engine, Kit
  * and `diff` commands, the job its `jobs`. Nothing imported here may reach
  * `docker/` or `dockerode`: the in-job client is bundled from this module's
@@ -20,6 +21,7 @@ import { CliError, USAGE } from "./cli_error.ts";
 import type { CliIo, Signals } from "./io.ts";
 import { joinCommand } from "./join_command.ts";
 import { logsCommand } from "./logs_command.ts";
+import { registerResolveCommands } from "./resolve_commands.ts";
 import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./split_command.ts";
 import { splitsPruneCommand, splitsRmCommand } from "./prune_command.ts";
 import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
@@ -422,6 +424,7 @@ function buildProgram(
       );
     });
 
+  registerResolveCommands(program, ctx);
   return program;
 }
 

@@ -9,7 +9,6 @@
 
 import type { Command } from "commander";
 import type { CompareReply, CompareRow } from "../protocol/daemon_compare.ts";
-import type { CliContext } from "./cli_program.ts";
 import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
 import type { CliIo } from "./io.ts";
 
@@ -30,7 +29,14 @@ Examples:
 `;
 
 /** Registers `marsh compare`. */
-export function registerCompareCommand(program: Command, ctx: CliContext): void {
+export function registerCompareCommand(
+  program: Command,
+  ctx: {
+    readonly io: CliIo;
+    readonly setStatus: (code: number) => void;
+    readonly userErrors: (cmd: Command, path: string) => Command;
+  },
+): void {
   const { io, setStatus, userErrors } = ctx;
   userErrors(program.command("compare"), "marsh compare")
     .description("Compare a split's branches before choosing one: counts, overlaps, clean merge.")

@@ -86,6 +86,10 @@ ${base.limits.depth} deep, ${base.limits.pool} running at once.
 - \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused in a
   job: the job's capability admits only \`marsh split\`, \`marsh join\` and
   \`marsh jobs\` (this job's own subtree).
+- \`marsh merge ID LABEL\` (\`--dry-run\` first) merges a branch of a split
+  you made into your fork, all or nothing; \`marsh undo\` takes it back.
+  You can never merge into, promote over or discard the split you run in:
+  only whoever started you can.
 - Registered commands: ${spawn}. Running one directly as a child job is not
   available yet; use an argv branch.
 - No network unless your Kit allows it; no other project files.

@@ -55,6 +55,8 @@ import { Log } from "./log.ts";
 import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
+import { Resolutions } from "./resolutions.ts";
+import { discardNotWired, plannerNotWired } from "./resolve_links.ts";
 import { RequestError } from "./request_error.ts";
 import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
@@ -288,6 +290,20 @@ async function main(): Promise<number> {
   server.attachKits(new KitRegistry({ journal, home, log }));
   server.attachJobs(jobs);
   server.attachHousekeeping(new Housekeeping({ splits, splitfs, journal, home, log }));
+  const resolutions = new Resolutions({
+    journal,
+    splitfs,
+    log,
+    open: (s) => splits.openHeld(s),
+    // Wired by the lead: runGitPlanner (daemon/git_planner.ts) and marsh discard's function.
+    planner: plannerNotWired,
+    discard: discardNotWired,
+    now: () => Date.now(),
+  });
+  // Before any request: what a crash left applying is finished or rolled back.
+  const settled = await resolutions.recover();
+  if (settled > 0) log.info(`restart: ${settled} interrupted resolutions settled`);
+  server.attachResolutions(resolutions);
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

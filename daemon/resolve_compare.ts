@@ -8,19 +8,13 @@
  * @module
  */
 
-import type { SplitRecord } from "../journal/records.ts";
-import { countOps, isClean, type MergePlan } from "../model/resolution_plan.ts";
+import { countOps, isClean } from "../model/resolution_plan.ts";
 import { COMPARE_SCHEMA, type CompareReply, type CompareRow } from "../protocol/daemon_compare.ts";
 import type { BranchStatsReply } from "../protocol/splitfs_compare.ts";
-import { SplitfsError } from "../protocol/splitfs_client.ts";
 import type { Authority } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
-import { authorizeResolution } from "./resolve_authority.ts";
-import type { SplitContext } from "./split_context.ts";
-import { ensureOpen } from "./split_join.ts";
-
-/** Plans the `--git` merge of one branch of an open split, changing nothing (a dry run). */
-export type GitPlanOf = (s: SplitRecord, label: string) => Promise<MergePlan>;
+import { authorize, type ResolveDeps, serviceRefusal } from "./resolve_context.ts";
+import { mergePlan } from "./resolve_merge.ts";
 
 /**
  * Compares every branch of split `id` for `auth`.
@@ -29,29 +23,31 @@ export type GitPlanOf = (s: SplitRecord, label: string) => Promise<MergePlan>;
  *   125 when the split's workspace cannot be read
  */
 export async function compareSplit(
-  cx: SplitContext,
-  gitPlan: GitPlanOf,
+  d: ResolveDeps,
   auth: Authority,
   id: string,
 ): Promise<CompareReply> {
-  const s = cx.d.journal.getSplit(id);
-  if (!s) throw new RequestError(2, `no split ${id}; see marsh splits`);
-  authorizeResolution(auth, s, "compare");
-  const branches = cx.d.journal.branches(id);
+  const s = d.journal.getSplit(id);
+  if (s === null) throw new RequestError(2, `no split ${id}; marsh splits lists them`);
+  authorize(auth, s.creator, "compare", `split ${id}`);
+  if (s.state !== "run" && s.state !== "await" && s.state !== "kept") {
+    throw new RequestError(
+      2,
+      `split ${id} is ${s.state}: its results are gone, so there is nothing to compare`,
+    );
+  }
+  const branches = d.journal.branches(id);
+  await d.open(s);
   let stats: BranchStatsReply;
   try {
-    await ensureOpen(cx, cx.liveOf(id, s.session), s);
-    stats = await cx.d.splitfs.request<BranchStatsReply>({
+    stats = await d.splitfs.request<BranchStatsReply>({
       v: 1,
       t: "branch-stats",
       id,
       labels: branches.map((b) => b.label),
     });
   } catch (error) {
-    if (error instanceof SplitfsError) {
-      throw new RequestError(125, `split ${id}: its results cannot be read: ${error.message}`);
-    }
-    throw error;
+    throw serviceRefusal(error, `split ${id}: its results could not be read`);
   }
   const rows: CompareRow[] = [];
   for (const [i, b] of branches.entries()) {
@@ -61,7 +57,7 @@ export async function compareSplit(
     let note: string | undefined;
     if (captured && st.files > 0) {
       try {
-        const plan = await gitPlan(s, b.label);
+        const plan = await mergePlan(d, s, b.label, "git", null);
         clean = isClean(plan);
         conflicts = countOps(plan).conflict;
       } catch (error) {

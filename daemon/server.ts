@@ -19,12 +19,14 @@ import {
   capSocketPath,
 } from "../protocol/control_dir.ts";
 import type { ClientFrame, GcReply, LogsRequest } from "../protocol/daemon.ts";
+import { RESOLVE_CLIENT_FRAMES, type ResolveClientFrame } from "../protocol/daemon_resolve.ts";
 import { MAX_JOB_CONNECTIONS, TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
 import { type Authority, Conn } from "./conn.ts";
 import type { Housekeeping } from "./housekeeping.ts";
 import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
+import type { Resolutions } from "./resolutions.ts";
 import { RequestError } from "./request_error.ts";
 import type { BranchSockets, Splits } from "./splits.ts";
 
@@ -99,6 +101,7 @@ export class Server implements BranchSockets {
   #kits: KitRegistry | null = null;
   #jobs: KitJobs | null = null;
   #housekeeping: Housekeeping | null = null;
+  #resolutions: Resolutions | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -127,6 +130,18 @@ export class Server implements BranchSockets {
   /** Wires `marsh jobs` and `marsh workers reset`. */
   attachJobs(jobs: KitJobs): void {
     this.#jobs = jobs;
+  }
+
+  /** Wires `marsh merge`, `promote`, `choose`, `undo` and `resolutions`. */
+  attachResolutions(resolutions: Resolutions): void {
+    this.#resolutions = resolutions;
+  }
+
+  #resolver(): Resolutions {
+    if (this.#resolutions === null) {
+      throw new RequestError(125, "resolving branches is not available in this daemon");
+    }
+    return this.#resolutions;
   }
 
   #kitJobs(): KitJobs {
@@ -275,7 +290,9 @@ export class Server implements BranchSockets {
     const splits = this.#splits!, hooks = this.#hooks!;
     if (
       conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
-      frame.t !== "splits.logs" && frame.t !== "jobs.list" && frame.t !== "resolve.compare"
+      frame.t !== "splits.logs" && frame.t !== "jobs.list" &&
+      // A job may resolve only a split it made: the verbs check the creator.
+      !RESOLVE_CLIENT_FRAMES.has(frame.t) && frame.t !== "resolve.compare"
     ) {
       throw refuseInJob(frame.t);
     }
@@ -316,7 +333,7 @@ export class Server implements BranchSockets {
         await conn.send({ v: 1, t: "status", ...hooks.status() });
         return;
       case "resolve.compare":
-        await conn.send(await splits.compare(conn.authority, frame.id));
+        await conn.send(await this.#resolver().compare(conn.authority, frame.id));
         return;
       case "gc":
         if (conn.authority.kind !== "host") {
@@ -365,6 +382,13 @@ export class Server implements BranchSockets {
           ...await this.#kitJobs().reset(conn.authority, frame.kit),
         });
         return;
+      case "resolve.merge":
+      case "resolve.promote":
+      case "resolve.choose":
+      case "resolve.undo":
+      case "resolutions.list":
+        // Any socket may ask; only a split's creator is answered (daemon/resolve_context.ts).
+        return await this.#resolver().serve(conn, frame as ResolveClientFrame);
       default:
         throw new RequestError(2, `unexpected ${frame.t} frame to start a request`);
     }

@@ -24,7 +24,6 @@ import { RequestError } from "./request_error.ts";
 import type { ShellViewChoice } from "./shell_view.ts";
 import type { Settings } from "./split_settings.ts";
 import type { WorkerLink } from "./worker_link.ts";
-import type { GitPlanner } from "../protocol/splitfs_resolve.ts";
 
 /** Opens and closes branch sockets; each connection on one carries that branch's authority. */
 export interface BranchSockets {
@@ -64,8 +63,6 @@ export interface SplitDeps {
    * `DOCKER_HOST` could not be used), or absent when they can.
    */
   readonly engineProblem?: string;
-  /** Merges a branch's `--git` inputs (`daemon/git_planner.ts`); absent in tests without Git. */
-  readonly gitPlanner?: GitPlanner;
 }
 
 /** A branch of a split this daemon runs. */

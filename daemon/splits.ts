@@ -22,19 +22,16 @@
  * @module
  */
 
+import type { SplitRecord } from "../journal/records.ts";
 import type { JoinRequest, SplitCreateRequest } from "../protocol/daemon.ts";
+import { SplitfsError } from "../protocol/splitfs_client.ts";
 import type { Authority } from "./conn.ts";
 import { type SplitConn, SplitContext, type SplitDeps } from "./split_context.ts";
 import { create } from "./split_create.ts";
-import { join, readOut } from "./split_join.ts";
+import { ensureOpen, join, readOut } from "./split_join.ts";
+import { RequestError } from "./request_error.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
-import { compareSplit } from "./resolve_compare.ts";
-import { gitPlanOf } from "./resolve_git_plan.ts";
-import type { CompareReply } from "../protocol/daemon_compare.ts";
-import type { SplitRecord } from "../journal/records.ts";
-import type { MergePlan } from "../model/resolution_plan.ts";
-import { RequestError } from "./request_error.ts";
 
 export type {
   BranchSockets,
@@ -107,21 +104,25 @@ export class Splits {
     return remove(this.#cx, auth, id);
   }
 
-  /** Starts lease timers for awaiting splits found at start-up. */
-  /** `marsh compare` (`daemon/resolve_compare.ts`). */
-  compare(auth: Authority, id: string): Promise<CompareReply> {
-    return compareSplit(this.#cx, (s, label) => this.gitPlan(s, label), auth, id);
-  }
-
-  /** The `--git` plan of one branch, changing nothing (`daemon/resolve_git_plan.ts`). */
-  gitPlan(s: SplitRecord, label: string): Promise<MergePlan> {
-    const planner = this.#cx.d.gitPlanner;
-    if (planner === undefined) {
-      return Promise.reject(new RequestError(125, "this daemon has no Git planner"));
+  /** Has the service hold split `s`'s descriptors for a resolution (`daemon/resolve_context.ts`). */
+  async openHeld(s: SplitRecord): Promise<void> {
+    const live = this.#cx.liveOf(s.id, s.session);
+    if (live.joinConn && !live.joinConn.isClosed) {
+      throw new RequestError(
+        2,
+        `split ${s.id} is being joined: resolve it once the join has ended`,
+      );
     }
-    return gitPlanOf(this.#cx, planner, s, label);
+    try {
+      await ensureOpen(this.#cx, live, s);
+    } catch (error) {
+      throw error instanceof SplitfsError
+        ? new RequestError(2, `split ${s.id}: ${error.message}`)
+        : error;
+    }
   }
 
+  /** Starts lease timers for awaiting splits found at start-up. */
   adoptAwaiting(): void {
     adoptAwaiting(this.#cx);
   }

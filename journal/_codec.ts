@@ -47,7 +47,8 @@ type Row = Record<string, SQLOutputValue>;
 
 const DECIMAL = /^(0|[1-9][0-9]*)$/;
 
-class RowReader {
+/** Reads one row's columns, naming the row and column of a value it cannot decode. */
+export class RowReader {
   constructor(readonly table: string, readonly key: string, readonly row: Row) {}
 
   fail(column: string, detail: string): never {
@@ -94,7 +95,8 @@ class RowReader {
   }
 }
 
-function oneOf<T extends string>(r: RowReader, column: string, known: readonly T[]): T {
+/** A text column that must be one of `known`. */
+export function oneOf<T extends string>(r: RowReader, column: string, known: readonly T[]): T {
   const v = r.text(column);
   return (known as readonly string[]).includes(v)
     ? v as T

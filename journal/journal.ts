@@ -16,6 +16,7 @@ import * as branchRows from "./_branches.ts";
 import { Connection, wrap } from "./_connection.ts";
 import * as kitJobs from "./_kit_jobs.ts";
 import * as recovery from "./_recovery.ts";
+import * as resolutions from "./_resolutions.ts";
 import * as splits from "./_splits.ts";
 import { JournalError, JournalVersionError } from "./errors.ts";
 import type { KitRecord } from "../model/kit_rules.ts";
@@ -29,6 +30,8 @@ import type {
   JobPatch,
   JobRecord,
   RecoveryReport,
+  ResolutionEnd,
+  ResolutionRecord,
   SplitCounts,
   SplitFilter,
   SplitPatch,
@@ -230,6 +233,37 @@ export class Journal implements Disposable {
    */
   deleteSplit(id: string): boolean {
     return splits.deleteSplit(this.#c, id);
+  }
+
+  /**
+   * Records a resolution about to be applied (`applying`), before the
+   * service is asked to apply it.
+   *
+   * @throws {Deno.errors.AlreadyExists} for a known id
+   */
+  addResolution(rec: ResolutionRecord): void {
+    return resolutions.addResolution(this.#c, rec);
+  }
+
+  /** Reads one resolution, or null. */
+  getResolution(id: string): ResolutionRecord | null {
+    return resolutions.getResolution(this.#c, id);
+  }
+
+  /** The resolutions matching `filter`, newest first. */
+  listResolutions(filter: resolutions.ResolutionFilter = {}): ResolutionRecord[] {
+    return resolutions.listResolutions(this.#c, filter);
+  }
+
+  /**
+   * Settles a resolution in `applying` (an applied undo also marks the one
+   * it undoes `undone`). Returns false, changing nothing, when it is not
+   * `applying`.
+   *
+   * @throws {Deno.errors.NotFound} for an unknown resolution
+   */
+  endResolution(id: string, end: ResolutionEnd): boolean {
+    return resolutions.endResolution(this.#c, id, end);
   }
 
   /** What `marsh status` counts: splits in `run`, `await` and `kept`. */

@@ -177,6 +177,44 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE branches ADD COLUMN view_reason TEXT;
     `,
   },
+  {
+    version: 7,
+    name: "resolutions: every merge, promote and undo, journaled before it is applied (issue 13)",
+    sql: `
+      CREATE TABLE resolutions (
+        id TEXT PRIMARY KEY NOT NULL
+          CHECK (length(id) BETWEEN 1 AND 64 AND id NOT GLOB '*[^a-z0-9-]*'),
+        split TEXT NOT NULL,
+        label TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('merge', 'promote', 'undo')),
+        scope TEXT NOT NULL CHECK (scope IN ('git', 'filesystem', 'paths', 'promote', 'undo')),
+        root TEXT NOT NULL CHECK (substr(root, 1, 1) = '/'),
+        who_kind TEXT NOT NULL CHECK (who_kind IN ('host', 'session', 'job')),
+        who_id TEXT,
+        state TEXT NOT NULL CHECK (state IN ('applying', 'applied', 'failed', 'undone')),
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        finished_ms INTEGER,
+        undoes TEXT,
+        undone_by TEXT,
+        takes INTEGER NOT NULL CHECK (takes >= 0),
+        deletes INTEGER NOT NULL CHECK (deletes >= 0),
+        converged INTEGER NOT NULL CHECK (converged >= 0),
+        conflicts INTEGER NOT NULL CHECK (conflicts >= 0),
+        base_tree TEXT,
+        source_tree TEXT,
+        branch_tree TEXT,
+        result_tree TEXT,
+        changed INTEGER CHECK (changed IS NULL OR changed >= 0),
+        message TEXT,
+        CHECK ((who_kind = 'host') = (who_id IS NULL)),
+        CHECK ((kind = 'undo') = (undoes IS NOT NULL)),
+        CHECK ((state = 'undone') = (undone_by IS NOT NULL)),
+        CHECK ((state = 'applying') = (finished_ms IS NULL))
+      ) STRICT;
+      CREATE INDEX resolutions_by_state ON resolutions (state) WHERE state = 'applying';
+      CREATE INDEX resolutions_by_created ON resolutions (created_ms);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -34,3 +34,4 @@ export { JournalCorruptError, JournalError, JournalVersionError } from "./errors
 export { type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.ts";
 export * from "./records.ts";
 export * from "../model/kit_rules.ts";
+export type { ResolutionFilter } from "./_resolutions.ts";

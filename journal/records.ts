@@ -318,3 +318,75 @@ export interface RecoveryReport {
     readonly container: string | null;
   }[];
 }
+
+/**
+ * What a resolution is (docs/resolution.md): a `merge` of a branch into the
+ * project, a `promote` of a branch over it, or the `undo` of an earlier one.
+ */
+export const RESOLUTION_KINDS = ["merge", "promote", "undo"] as const;
+/** A resolution's kind. */
+export type ResolutionKind = typeof RESOLUTION_KINDS[number];
+
+/**
+ * Resolution states: `applying` (journaled before the service is asked to
+ * apply; a restart settles it), `applied`, `failed` (nothing was changed:
+ * refused, rolled back, or interrupted before its commit point), `undone`
+ * (applied, then put back by the `undo` resolution named in `undoneBy`).
+ */
+export const RESOLUTION_STATES = ["applying", "applied", "failed", "undone"] as const;
+/** A resolution's state. */
+export type ResolutionState = typeof RESOLUTION_STATES[number];
+
+/** How many paths of each operation a resolution's plan had. */
+export interface ResolutionSummary {
+  readonly take: number;
+  readonly delete: number;
+  readonly converged: number;
+  readonly conflict: number;
+}
+
+/** The tree ids a resolution's plan was computed from (`null` where its scope has none). */
+export interface ResolutionTrees {
+  readonly base: string | null;
+  readonly source: string | null;
+  readonly branch: string | null;
+  readonly result: string | null;
+}
+
+/**
+ * One merge, promote or undo, recorded before the split-filesystem service
+ * applies it. Kept when the split is removed: the restore point
+ * (`<root>/.marsh/resolve/<id>/`) outlives the split, and so does the record.
+ */
+export interface ResolutionRecord {
+  /** The resolution id, also its directory's name under `.marsh/resolve/`. */
+  readonly id: string;
+  /** The split and branch resolved (for an undo, those of the resolution it undoes). */
+  readonly split: string;
+  readonly label: string;
+  readonly kind: ResolutionKind;
+  readonly scope: "git" | "filesystem" | "paths" | "promote" | "undo";
+  /** The tree changed: the project root, or a nested split's creator fork. */
+  readonly root: string;
+  /** Who asked: the split's creator, as {@linkcode Creator}. */
+  readonly who: Creator;
+  readonly state: ResolutionState;
+  readonly createdMs: number;
+  /** When it was applied or failed; null while applying. */
+  readonly finishedMs: number | null;
+  /** For an undo: the resolution it puts back. */
+  readonly undoes: string | null;
+  /** For an undone resolution: the undo that put it back. */
+  readonly undoneBy: string | null;
+  readonly summary: ResolutionSummary;
+  readonly trees: ResolutionTrees;
+  /** Paths the service changed (takes, deletes and the directories they needed); null until applied. */
+  readonly changed: number | null;
+  /** Why it failed (and what was restored), or null. */
+  readonly message: string | null;
+}
+
+/** How a resolution in `applying` ended. */
+export type ResolutionEnd =
+  | { readonly state: "applied"; readonly finishedMs: number; readonly changed: number }
+  | { readonly state: "failed"; readonly finishedMs: number; readonly message: string };

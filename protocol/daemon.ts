@@ -22,6 +22,15 @@ import {
 } from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
 import { type CompareReply, compareReplyOk, type CompareRequest } from "./daemon_compare.ts";
+import {
+  parseResolveClientFrame,
+  RESOLVE_CLIENT_FRAMES,
+  RESOLVE_DAEMON_FRAMES,
+  type ResolveClientFrame,
+  type ResolveDaemonFrame,
+  ResolveFrameError,
+  resolveReplyOk,
+} from "./daemon_resolve.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -214,7 +223,8 @@ export type ClientFrame =
   | KitsRmRequest
   | JobsListRequest
   | WorkersResetRequest
-  | CompareRequest;
+  | CompareRequest
+  | ResolveClientFrame;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -464,6 +474,7 @@ export type DaemonFrame =
   | JobsReply
   | WorkersResetReply
   | CompareReply
+  | ResolveDaemonFrame
   | OkReply
   | ErrorReply;
 
@@ -662,6 +673,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "resolve.compare":
       return { v: 1, t: "resolve.compare", id: str(x, "id", 128) };
   }
+  if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseResolveClientFrame(x);
+    } catch (error) {
+      if (error instanceof ResolveFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
   throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
 }
 
@@ -696,6 +715,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "compare",
     "ok",
     "error",
+    ...RESOLVE_DAEMON_FRAMES,
   ];
   if (typeof x.t !== "string" || !known.includes(x.t)) {
     throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
@@ -736,6 +756,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   }
   if (x.t === "compare" && !compareReplyOk(x)) {
     throw new DaemonProtocolError("malformed compare frame");
+  }
+  if (RESOLVE_DAEMON_FRAMES.has(x.t) && !resolveReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if ((x.t === "kits.added" || x.t === "kits.removed") && !isKitInfo(x.kit)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame: kit`);

@@ -57,7 +57,11 @@ export interface PathInputs {
   readonly blocked?: string;
 }
 
-/** Runs the Git planner on a branch's merge inputs (`daemon/git_planner.ts`). */
+/**
+ * The `--git` planner (`daemon/git_planner.ts`, `runGitPlanner`): the merge
+ * of a branch's inputs, computed with Git's own machinery. Throws, with a
+ * message that says what to use instead, when it cannot plan.
+ */
 export type GitPlanner = (inputs: MergeInputsReply) => Promise<MergePlan>;
 
 /** The answer to `merge-inputs`. */

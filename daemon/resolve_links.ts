@@ -1,0 +1,21 @@
+/**
+ * The links of the resolution verbs that are built apart from them: the
+ * `--git` planner (`daemon/git_planner.ts`, `runGitPlanner`) and
+ * `marsh discard` of a split's branches. Until they are wired in
+ * `daemon/main.ts`, these stand-ins refuse with what to use instead, and
+ * change nothing.
+ *
+ * @module
+ */
+
+import type { DiscardBranches, GitPlanner } from "./resolve_context.ts";
+
+/** Refuses every `--git` plan: the planner is not wired into this daemon. */
+export const plannerNotWired: GitPlanner = () =>
+  Promise.reject(
+    new Error("the --git planner is not part of this daemon; use --filesystem or --paths"),
+  );
+
+/** Refuses every discard: `marsh discard` is not wired into this daemon. */
+export const discardNotWired: DiscardBranches = () =>
+  Promise.reject(new Error("discarding branches is not part of this daemon"));

@@ -38,6 +38,7 @@ import {
   outDir,
 } from "./split_held.ts";
 import { closeHeld, removeSplit } from "./split_removal.ts";
+import { dropFork } from "./fork_drop.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
@@ -311,6 +312,17 @@ export class SplitWorkspace implements Disposable {
    */
   remove(): void {
     removeSplit(this.#held);
+  }
+
+  /**
+   * Removes one fork, keeping the split, its other forks and `out/<label>/`
+   * (`marsh discard ID LABEL`, `splitfs/workspace/fork_drop.ts`).
+   *
+   * @throws {WorkspaceReplacedError} and removes nothing when an identity differs
+   * @throws {MountPointError} and removes nothing when a mount marsh did not make is there
+   */
+  dropFork(label: string): void {
+    dropFork(this.#held, label);
   }
 
   /** Closes every descriptor; a second call does nothing. */

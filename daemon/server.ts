@@ -65,6 +65,11 @@ function refuseInJob(t: ClientFrame["t"]): RequestError {
         2,
         `refused in a Kit job: ${only}; a split this job did not join is kept for the host (marsh splits rm)`,
       );
+    case "split.discard":
+      return new RequestError(
+        1,
+        `refused in a Kit job: ${only}; only a split's creator may discard it, from the host's session shell or the shell branch that made it, and a job's own splits end with the job`,
+      );
     default:
       return new RequestError(2, `refused in a Kit job: ${only}`);
   }
@@ -311,6 +316,13 @@ export class Server implements BranchSockets {
         return await hooks.logs(conn, frame);
       case "splits.rm":
         await conn.send({ v: 1, t: "ok", message: await splits.remove(conn.authority, frame.id) });
+        return;
+      case "split.discard":
+        await conn.send({
+          v: 1,
+          t: "split.discarded",
+          ...await splits.discard(conn.authority, frame),
+        });
         return;
       case "status":
         await conn.send({ v: 1, t: "status", ...hooks.status() });

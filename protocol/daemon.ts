@@ -21,6 +21,13 @@ import {
   type SplitsPruneRequest,
 } from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
+import {
+  type DiscardedReply,
+  discardedReplyOk,
+  DiscardFrameError,
+  type DiscardRequest,
+  parseDiscardRequest,
+} from "./daemon_discard.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -212,7 +219,8 @@ export type ClientFrame =
   | KitsListRequest
   | KitsRmRequest
   | JobsListRequest
-  | WorkersResetRequest;
+  | WorkersResetRequest
+  | DiscardRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -461,6 +469,7 @@ export type DaemonFrame =
   | KitRemovedReply
   | JobsReply
   | WorkersResetReply
+  | DiscardedReply
   | OkReply
   | ErrorReply;
 
@@ -621,6 +630,13 @@ export function parseClientFrame(x: unknown): ClientFrame {
         if (error instanceof HousekeepingFrameError) throw new DaemonProtocolError(error.message);
         throw error;
       }
+    case "split.discard":
+      try {
+        return parseDiscardRequest(x);
+      } catch (error) {
+        if (error instanceof DiscardFrameError) throw new DaemonProtocolError(error.message);
+        throw error;
+      }
     case "splits.cancel":
       return x.label === undefined
         ? { v: 1, t: x.t, id: str(x, "id", 128) }
@@ -688,6 +704,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "kits.removed",
     "jobs",
     "workers.reset",
+    "split.discarded",
     "ok",
     "error",
   ];
@@ -718,6 +735,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   }
   if ((x.t === "gc.all" || x.t === "splits.pruned") && !housekeepingReplyOk(x)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame`);
+  }
+  if (x.t === "split.discarded" && !discardedReplyOk(x)) {
+    throw new DaemonProtocolError("malformed split.discarded frame");
   }
   if (x.t === "jobs" && !Array.isArray(x.jobs)) {
     throw new DaemonProtocolError("malformed jobs frame: jobs");

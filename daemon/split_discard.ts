@@ -59,7 +59,7 @@ export function whoMay(c: Creator): string {
  *
  * @throws {RequestError} 2 for an unknown split or label, 1 for a refusal, 125 for a failure
  */
-export function discardRequest(
+export async function discardRequest(
   cx: SplitContext,
   auth: Authority,
   req: DiscardRequest,
@@ -75,7 +75,7 @@ export function discardRequest(
       }; only split ${s.id}'s creator may discard it: ${whoMay(s.creator)}. Nothing was changed`,
     );
   }
-  return discardBranches(cx, req.id, req.labels, req.reason, creatorOf(auth));
+  return await discardBranches(cx, req.id, req.labels, req.reason, creatorOf(auth));
 }
 
 /**

@@ -3,12 +3,14 @@
  * daemon, worker and splitfs service. A running shell branch discarded
  * alone: its processes gone, its overlay unmounted, its fork gone, its
  * `out/` and lineage kept, its sibling untouched; a whole running split
- * discarded; and the verb refused from inside a branch of the split.
+ * discarded; the verb refused from inside a branch of the split; and a
+ * running Kit branch discarded, its container verified gone.
  */
 
 import assert from "node:assert/strict";
 import { exists, finish, handleId, PERMISSIONS, Sandbox, show, waitFor } from "./_acceptance.ts";
 import type { Manifest, ManifestBranch } from "../protocol/manifest.ts";
+import { World } from "./_kit_world.ts";
 
 /** A script that waits until the test creates `gate`. */
 function held(gate: string): string {
@@ -183,4 +185,47 @@ Deno.test({
   const rm = await sb.marsh(["splits", "rm", s.id]);
   assert.equal(rm.code, 0, show(rm));
   assert.equal(await sb.split(s.id), undefined);
+});
+
+Deno.test({
+  name: "marsh discard ID LABEL of a running Kit branch: its container gone, its job cancelled",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  const { sb } = w;
+  const gate = `${sb.scratch}/go`;
+  const creator = sb.spawnMarsh([
+    "split",
+    "-n",
+    "-b",
+    `b=echo b > b.txt; ${held(gate)}`,
+    ":::",
+    "k",
+    "fixture",
+    "sleep",
+    "600",
+  ]);
+  const job = await waitFor("the job's container", async () => {
+    const j = (await w.jobs())[0];
+    return j?.container ? j : undefined;
+  });
+  const id = job.split;
+  w.splits.push(id);
+  assert.equal((await w.containersOf(id)).length, 1);
+  const r = await sb.marsh(["discard", id, "k", "--reason", "not needed"]);
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.stdout, `split ${id}: discarded branch k: its fork removed, out/ kept\n`);
+  assert.deepEqual(await w.containersOf(id), [], "the container is gone");
+  const [after] = (await w.jobs()).filter((j) => j.id === job.id);
+  assert.deepEqual([after?.state, after?.cleanup], ["cancelled", "removed"]);
+  const m = await w.manifest(id);
+  assert.ok(!exists(`${m.dir}/k`), "its fork is gone");
+  assert.deepEqual([branch(m, "k").state, branch(m, "k").discarded?.reason], [
+    "discarded",
+    "not needed",
+  ]);
+  assert.equal(branch(m, "b").state, "running");
+  Deno.writeTextFileSync(gate, "");
+  const done = await finish(creator, "marsh split");
+  assert.equal(done.code, 0, show(done));
 });

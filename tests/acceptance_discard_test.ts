@@ -229,3 +229,26 @@ Deno.test({
   const done = await finish(creator, "marsh split");
   assert.equal(done.code, 0, show(done));
 });
+
+Deno.test({
+  name: "marsh discard from a Kit job is refused by its capability, saying who may",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    "env -i /run/marsh/bin/marsh discard zzzzzzzz > d.out 2>&1; echo $? >> d.out",
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const patch = Deno.readTextFileSync(`${m.out}/a/diff.patch`);
+  assert.match(
+    patch,
+    /\n\+marsh discard: refused in a Kit job: a job's capability admits only marsh split, marsh join, marsh logs and marsh jobs; only a split's creator may discard it, from the host's session shell or the shell branch that made it, and a job's own splits end with the job\n\+1\n/,
+  );
+});

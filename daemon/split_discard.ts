@@ -158,7 +158,9 @@ export async function discardBranches(
       ? `${what}: ${all.length} ${
         all.length === 1 ? "branch" : "branches"
       } discarded, its directory removed; the record stays in marsh splits until marsh splits rm ${splitId}`
-      : `${what}: ${chosen.length === 1 ? "its fork" : "their forks"} removed, out/ kept`,
+      : removal.removed || moved.size === 0
+      ? `${what}: ${chosen.length === 1 ? "its fork" : "their forks"} removed, out/ kept`
+      : `${what}: nothing of ${chosen.length === 1 ? "it" : "them"} was left on disk`,
   };
 }
 
@@ -196,15 +198,21 @@ function refuseEarly(
   }
   // NoRemoveWhileLive: a container this daemon no longer tracks may still write its fork.
   if (s.state !== "run") {
-    const held = cx.d.journal.listJobs({ split: s.id, cleanups: ["live", "uncertain"] })
-      .find((j) => chosen.includes(j.label));
-    if (held !== undefined) {
-      throw new RequestError(
-        REFUSED,
-        `split ${s.id}: the container of branch ${held.label} (kit ${held.kit}, job ${held.id}) may still run, so its fork stays; nothing was changed: remove the container with marsh workers reset ${held.kit}, then discard again`,
-      );
-    }
+    const held = heldContainer(cx, s.id, chosen);
+    if (held !== null) throw new RequestError(REFUSED, `${held}; nothing was changed`);
   }
+}
+
+/**
+ * Why a fork of `labels` must stay: the container of one of their Kit jobs
+ * may still run (its removal not verified), or null.
+ */
+function heldContainer(cx: SplitContext, id: string, labels: readonly string[]): string | null {
+  const held = cx.d.journal.listJobs({ split: id, cleanups: ["live", "uncertain"] })
+    .find((j) => labels.includes(j.label));
+  return held === undefined
+    ? null
+    : `split ${id}: the container of branch ${held.label} (kit ${held.kit}, job ${held.id}) may still run, so its fork stays: remove the container with marsh workers reset ${held.kit}, then discard again`;
 }
 
 /**
@@ -282,6 +290,8 @@ async function removeDir(cx: SplitContext, id: string): Promise<Removal> {
   const live = cx.liveOf(id, s.session);
   clearTimeout(live.leaseTimer);
   journal.revokeCapabilitiesOfSplit(id);
+  const held = s.identity ? heldContainer(cx, id, journal.branches(id).map((b) => b.label)) : null;
+  if (held !== null) return { removed: false, problems: [`discarded, but ${held}`] };
   if (!s.identity) {
     cx.forget(live);
     return { removed: false, problems: [] };
@@ -342,6 +352,11 @@ async function dropForks(
   for (const label of chosen) {
     const b = journal.getBranch(id, label)!;
     if (b.state !== "discarded" || b.forkIdentity === null) continue;
+    const held = heldContainer(cx, id, [label]);
+    if (held !== null) {
+      problems.push(`branch ${label} discarded, but ${held.replace(`split ${id}: `, "")}`);
+      continue;
+    }
     try {
       await ensureOpen(cx, live, s);
       await splitfs.request({ v: 1, t: "drop-fork", id, label });

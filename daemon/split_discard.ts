@@ -158,7 +158,7 @@ export async function discardBranches(
       ? `${what}: ${all.length} ${
         all.length === 1 ? "branch" : "branches"
       } discarded, its directory removed; the record stays in marsh splits until marsh splits rm ${splitId}`
-      : removal.removed || moved.size === 0
+      : s.identity !== null
       ? `${what}: ${chosen.length === 1 ? "its fork" : "their forks"} removed, out/ kept`
       : `${what}: nothing of ${chosen.length === 1 ? "it" : "them"} was left on disk`,
   };

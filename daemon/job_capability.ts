@@ -83,9 +83,9 @@ cancelled when this job ends. From a job, splits take argv branches only
 ${base.limits.depth} deep, ${base.limits.pool} running at once.
 
 ## Limits and confinement
-- \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused in a
-  job: the job's capability admits only \`marsh split\`, \`marsh join\` and
-  \`marsh jobs\` (this job's own subtree).
+- \`marsh splits\`, \`marsh splits cancel\`, \`marsh splits rm\` and \`marsh discard\`
+  are refused in a job: the job's capability admits only \`marsh split\`,
+  \`marsh join\` and \`marsh jobs\` (this job's own subtree).
 - Registered commands: ${spawn}. Running one directly as a child job is not
   available yet; use an argv branch.
 - No network unless your Kit allows it; no other project files.

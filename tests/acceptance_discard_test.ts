@@ -62,8 +62,9 @@ Deno.test({
   });
   assert.ok(await alive(pid));
   await waitFor("b to write", () => exists(`${s.dir}/b/b.txt`));
-  const overlay = branch(s, "a").fork_strategy === "overlay";
-  if (overlay) assert.deepEqual(await mountsBelow(`${s.dir}/a`), [`${s.dir}/a`]);
+  // Overlay forks (a root daemon): the mount checks below mean something.
+  assert.equal(branch(s, "a").fork_strategy, "overlay");
+  assert.deepEqual(await mountsBelow(`${s.dir}/a`), [`${s.dir}/a`]);
 
   const unknown = await sb.marsh(["discard", s.id, "a", "zz"]);
   assert.equal(unknown.code, 2, show(unknown));
@@ -90,7 +91,7 @@ Deno.test({
   assert.equal(Deno.readTextFileSync(`${s.dir}/out/a/status`), "cancelled\n");
   // The sibling is untouched and still runs in its fork.
   assert.equal(Deno.readTextFileSync(`${s.dir}/b/b.txt`), "b\n");
-  if (overlay) assert.deepEqual(await mountsBelow(`${s.dir}/b`), [`${s.dir}/b`]);
+  assert.deepEqual(await mountsBelow(`${s.dir}/b`), [`${s.dir}/b`]);
   const m = await sb.split(s.id);
   assert.equal(m?.state, "run");
   assert.equal(branch(m, "b").state, "running");
@@ -157,6 +158,7 @@ Deno.test({
   assert.deepEqual(m?.branches.map((b) => b.state), ["running", "running"], "nothing changed");
   const pid = Number(Deno.readTextFileSync(pidFile).trim());
   assert.ok(await alive(pid));
+  assert.equal((await mountsBelow(s.dir)).length, 3, "the base and two overlay forks");
 
   const r = await sb.marsh(["discard", s.id, "--reason", "wrong approach"]);
   assert.equal(r.code, 0, show(r));

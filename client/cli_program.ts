@@ -19,6 +19,7 @@ import { Command, CommanderError } from "commander";
 import type { BranchSpec } from "../protocol/daemon.ts";
 import { CliError, USAGE } from "./cli_error.ts";
 import type { CliIo, Signals } from "./io.ts";
+import { DISCARD_HELP, discardCommand } from "./discard_command.ts";
 import { joinCommand } from "./join_command.ts";
 import { logsCommand } from "./logs_command.ts";
 import { registerResolveCommands } from "./resolve_commands.ts";
@@ -388,6 +389,29 @@ function buildProgram(
           dryRun: opts.dryRun === true,
           json: opts.json === true,
           ...(opts.olderThan === undefined ? {} : { olderThan: opts.olderThan }),
+        }, ctx.io),
+      )
+    );
+
+  userErrors(program.command("discard"), "marsh discard")
+    .description(
+      "Discard a split, or some of its branches: stop them, remove their forks, keep the record.",
+    )
+    .argument("<ID>", "the split")
+    .argument("[LABEL...]", "only these branches; the split and its other branches stay")
+    .option("--reason <TEXT>", "why, kept with the record in marsh splits")
+    .option(
+      "--json",
+      'print {"id","scope","reason","by","at_unix_ms","branches":[...],"state","message"}',
+    )
+    .addHelpText("after", DISCARD_HELP)
+    .action(async (id: string, labels: string[], opts: { reason?: string; json?: boolean }) =>
+      setStatus(
+        await discardCommand({
+          id,
+          labels,
+          json: opts.json === true,
+          ...(opts.reason === undefined ? {} : { reason: opts.reason }),
         }, ctx.io),
       )
     );

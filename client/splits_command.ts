@@ -126,6 +126,14 @@ function formatSplit(s: Manifest, indent: string): string[] {
     if (b.job_id) line += `  job ${b.job_id}`;
     if (b.trust === "untrusted") line += "  untrusted";
     lines.push(line);
+    if (b.discarded) {
+      const d = b.discarded;
+      lines.push(
+        `${indent}    discarded after ${d.after} by ${d.by} at ${isoTime(d.at_unix_ms)}${
+          d.reason === null ? "" : `: ${d.reason}`
+        }`,
+      );
+    }
     if (b.lingering) lines.push(...formatLingering(b.lingering, `${indent}    `));
   }
   if (s.reason) lines.push(`${indent}  reason: ${s.reason}`);

@@ -83,9 +83,10 @@ cancelled when this job ends. From a job, splits take argv branches only
 ${base.limits.depth} deep, ${base.limits.pool} running at once.
 
 ## Limits and confinement
-- \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused in a
-  job: the job's capability admits only \`marsh split\`, \`marsh join\` and
-  \`marsh jobs\` (this job's own subtree).
+- \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused
+  in a job: the job's capability admits \`marsh split\`, \`marsh join\`,
+  \`marsh jobs\` (this job's own subtree) and the resolution verbs on the
+  splits this job made.
 - \`marsh merge ID LABEL\` (\`--dry-run\` first) merges a branch of a split
   you made into your fork, all or nothing; \`marsh undo\` takes it back.
   You can never merge into, promote over or discard the split you run in:

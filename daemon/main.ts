@@ -56,7 +56,7 @@ import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
 import { Resolutions } from "./resolutions.ts";
-import { discardNotWired, plannerNotWired } from "./resolve_links.ts";
+import { plannerNotWired } from "./resolve_links.ts";
 import { RequestError } from "./request_error.ts";
 import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
@@ -295,9 +295,11 @@ async function main(): Promise<number> {
     splitfs,
     log,
     open: (s) => splits.openHeld(s),
-    // Wired by the lead: runGitPlanner (daemon/git_planner.ts) and marsh discard's function.
+    // Wired by the lead: runGitPlanner (daemon/git_planner.ts).
     planner: plannerNotWired,
-    discard: discardNotWired,
+    discard: async (id, labels, reason, who) => {
+      await splits.discardBranches(id, labels, reason, who);
+    },
     now: () => Date.now(),
   });
   // Before any request: what a crash left applying is finished or rolled back.

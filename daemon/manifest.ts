@@ -4,8 +4,13 @@
  * @module
  */
 
-import type { BranchRecord, SplitRecord } from "../journal/records.ts";
+import type { BranchRecord, Creator, SplitRecord } from "../journal/records.ts";
 import type { Manifest, ManifestBranch } from "../protocol/manifest.ts";
+
+/** `host`, `session:<id>` or `job:<id>`: a creator as the manifest names it. */
+export function holderOf(c: Creator): string {
+  return c.kind === "host" ? "host" : `${c.kind}:${c.id}`;
+}
 
 function branchOf(b: BranchRecord): ManifestBranch {
   return {
@@ -24,6 +29,16 @@ function branchOf(b: BranchRecord): ManifestBranch {
     ...(b.viewReason !== null ? { view_reason: b.viewReason } : {}),
     ...(b.startedMs !== null ? { started_unix_ms: b.startedMs } : {}),
     ...(b.finishedMs !== null ? { finished_unix_ms: b.finishedMs } : {}),
+    ...(b.discard !== null
+      ? {
+        discarded: {
+          after: b.discard.after,
+          reason: b.discard.reason,
+          by: holderOf(b.discard.by),
+          at_unix_ms: b.discard.atMs,
+        },
+      }
+      : {}),
   };
 }
 

@@ -158,6 +158,7 @@ function branch(s: string, label: string, index: number, over: Partial<BranchRec
     mechanism: null,
     view: null,
     viewReason: null,
+    discard: null,
     ...over,
   } satisfies BranchRecord;
 }
@@ -480,7 +481,7 @@ Deno.test({
   for (const auth of [inBranch, inJob]) {
     await refusal(
       w.resolutions.run(auth, mergeReq()),
-      2,
+      1,
       /may not merge split s1: only the host user \(from a shell outside its branches\) may; a branch never resolves itself or its siblings/,
     );
     await refusal(
@@ -492,7 +493,7 @@ Deno.test({
         retireSourceChanges: true,
         dryRun: true,
       }),
-      2,
+      1,
       /may not promote split s1/,
     );
   }
@@ -511,7 +512,7 @@ Deno.test({
   w.journal.addBranches("n1", [branch("n1", "x", 0)]);
   await refusal(
     w.resolutions.run(HOST, mergeReq({ id: "n1", label: "x" })),
-    2,
+    1,
     /the host may not merge split n1: only the branch that created it \(s1\/a\) may/,
   );
   w.service.on("merge-inputs", () => INPUTS);

@@ -105,7 +105,7 @@ function whoMay(creator: Creator): string {
  * resolution for an undo). A branch or a job never resolves the split it
  * runs in, nor its siblings: the host made that split.
  *
- * @throws {RequestError} (2) naming who may
+ * @throws {RequestError} (1: a refusal that changed nothing) naming who may
  */
 export function authorize(auth: Authority, creator: Creator, verb: string, what: string): void {
   if (sameCreator(creatorOf(auth), creator)) return;
@@ -115,7 +115,7 @@ export function authorize(auth: Authority, creator: Creator, verb: string, what:
     ? `Kit job ${auth.job}`
     : `branch ${auth.label} of split ${auth.split}`;
   throw new RequestError(
-    2,
+    1,
     `${caller} may not ${verb} ${what}: only ${whoMay(creator)} may` +
       (auth.kind === "host" ? "" : "; a branch never resolves itself or its siblings"),
   );

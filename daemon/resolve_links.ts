@@ -8,14 +8,10 @@
  * @module
  */
 
-import type { DiscardBranches, GitPlanner } from "./resolve_context.ts";
+import type { GitPlanner } from "./resolve_context.ts";
 
 /** Refuses every `--git` plan: the planner is not wired into this daemon. */
 export const plannerNotWired: GitPlanner = () =>
   Promise.reject(
     new Error("the --git planner is not part of this daemon; use --filesystem or --paths"),
   );
-
-/** Refuses every discard: `marsh discard` is not wired into this daemon. */
-export const discardNotWired: DiscardBranches = () =>
-  Promise.reject(new Error("discarding branches is not part of this daemon"));

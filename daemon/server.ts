@@ -292,7 +292,8 @@ export class Server implements BranchSockets {
       conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
       frame.t !== "splits.logs" && frame.t !== "jobs.list" &&
       // A job may resolve only a split it made: the verbs check the creator.
-      !RESOLVE_CLIENT_FRAMES.has(frame.t) && frame.t !== "resolve.compare"
+      !RESOLVE_CLIENT_FRAMES.has(frame.t) && frame.t !== "resolve.compare" &&
+      frame.t !== "split.discard"
     ) {
       throw refuseInJob(frame.t);
     }
@@ -328,6 +329,13 @@ export class Server implements BranchSockets {
         return await hooks.logs(conn, frame);
       case "splits.rm":
         await conn.send({ v: 1, t: "ok", message: await splits.remove(conn.authority, frame.id) });
+        return;
+      case "split.discard":
+        await conn.send({
+          v: 1,
+          t: "split.discarded",
+          ...await splits.discard(conn.authority, frame),
+        });
         return;
       case "status":
         await conn.send({ v: 1, t: "status", ...hooks.status() });

@@ -114,6 +114,13 @@ export class LiveSplit {
   open = false;
   /** Branches stopped alone (a cancel, a time limit), with the status each ends with. */
   readonly stopped = new Map<string, string>();
+  /**
+   * Branches `marsh discard` is stopping: they count for neither the split's
+   * exit status nor its join (docs/guide.md "Discarding branches").
+   */
+  readonly discarding = new Set<string>();
+  /** Resolved when this daemon is done with the split ({@linkcode SplitContext.forget}). */
+  readonly ended: PromiseWithResolvers<void> = Promise.withResolvers<void>();
   readonly timing: Record<string, number> = {};
 
   constructor(readonly id: string, readonly session: string, phase: SplitPhase) {
@@ -159,6 +166,7 @@ export class SplitContext {
   forget(live: LiveSplit): void {
     if (live.phase.kind !== "ended") live.move({ kind: "ended" });
     if (this.live.get(live.id) === live) this.live.delete(live.id);
+    live.ended.resolve();
   }
 
   /** Test-only: stops at `step` until the test kills the daemon (`MARSH_TEST_PAUSE_AT`). */

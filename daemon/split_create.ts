@@ -180,6 +180,7 @@ function record(
     mechanism: null,
     view: null,
     viewReason: null,
+    discard: null,
   }));
   journal.immediate(() => {
     journal.addBranches(id, branchRecords);

@@ -8,7 +8,7 @@
  */
 
 import { Buffer } from "node:buffer";
-import type { SplitRecord } from "../journal/records.ts";
+import type { BranchRecord, SplitRecord } from "../journal/records.ts";
 import type { JoinRequest } from "../protocol/daemon.ts";
 import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
@@ -17,7 +17,7 @@ import { creatorOf, sameCreator } from "./creator.ts";
 import { consumerEnv } from "./join_env.ts";
 import { writeJoinObjects } from "./join_objects.ts";
 import { completeOut } from "./join_out.ts";
-import { keptWork } from "./manifest.ts";
+import { holderOf, keptWork } from "./manifest.ts";
 import { RequestError } from "./request_error.ts";
 import type { LiveSplit, SplitConn, SplitContext } from "./split_context.ts";
 import { moveSplit } from "./split_moves.ts";
@@ -66,9 +66,10 @@ export async function ensureOpen(cx: SplitContext, live: LiveSplit, s: SplitReco
   if (!s.identity) throw new RequestError(2, `split ${s.id} has no workspace left`);
   // Every fork still on disk is checked too. A rejected one is not held: it
   // may be gone (daemons before this one removed it at capture), and the
-  // split's removal empties the whole split dir either way.
+  // split's removal empties the whole split dir either way. A discarded
+  // one is gone, or going (marsh discard removes it by name).
   const forks = cx.d.journal.branches(s.id)
-    .filter((b) => b.forkIdentity !== null && b.state !== "rejected")
+    .filter((b) => b.forkIdentity !== null && b.state !== "rejected" && b.state !== "discarded")
     .map((b) => ({
       label: b.label,
       identity: b.forkIdentity!,
@@ -105,7 +106,14 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
   authorize(conn.authority, s);
   if (s.state === "cancelled") {
     // `split | join` after a cancel: join does not run, and the pipeline keeps 130.
-    throw new RequestError(130, `split ${s.id} was cancelled: nothing to join`);
+    const all = journal.branches(s.id);
+    const discarded = all.length > 0 && all.every((b) => b.state === "discarded");
+    throw new RequestError(
+      130,
+      discarded
+        ? `split ${s.id} was discarded (${s.reason ?? "marsh discard"}): nothing to join`
+        : `split ${s.id} was cancelled: nothing to join`,
+    );
   }
   if (s.state !== "await" && s.state !== "kept") {
     throw new RequestError(
@@ -140,7 +148,9 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
     const creator = s.parent ? journal.getBranch(s.parent.split, s.parent.label) : null;
     const env = consumerEnv(s, manifest, creator);
     await conn.send({ v: 1, t: "join.ready", manifest, env });
-    const branches = journal.branches(s.id);
+    // A discarded branch is not the consumer's input: it is named, not shown.
+    const all = journal.branches(s.id);
+    const branches = all.filter((b) => b.state !== "discarded");
     await splitfs.request({
       v: 1,
       t: "render",
@@ -153,6 +163,10 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
         ...(b.state === "rejected" ? { untrusted: true as const } : {}),
       })),
     }, (bytes) => conn.send({ v: 1, t: "chunk", data: Buffer.from(bytes).toString("base64") }));
+    const named = discardedLines(all);
+    if (named !== "") {
+      await conn.send({ v: 1, t: "chunk", data: Buffer.from(named).toString("base64") });
+    }
     await conn.send({ v: 1, t: "join.rendered" });
     const t0 = performance.now();
     let frame = await conn.next();
@@ -184,7 +198,7 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
         live.open = false;
         journal.updateSplit(s.id, { identity: null });
         journal.revokeCapabilitiesOfSplit(s.id);
-        removeAttemptsOf(cx.d.home, s.id, branches, cx.d.log);
+        removeAttemptsOf(cx.d.home, s.id, all, cx.d.log);
         await conn.send({
           v: 1,
           t: "join.released",
@@ -223,6 +237,24 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
   } finally {
     live.joinConn = null;
   }
+}
+
+/**
+ * `== <label>: discarded (<reason>; by <who>), not shown` per discarded
+ * branch, after the others (docs/guide.md "Discarding branches"). Control
+ * characters in a reason come out as `\xNN`.
+ */
+export function discardedLines(branches: readonly BranchRecord[]): string {
+  const clean = (t: string) =>
+    [...t].map((c) => {
+      const n = c.charCodeAt(0);
+      return n < 0x20 || (n >= 0x7f && n <= 0x9f) ? `\\x${n.toString(16).padStart(2, "0")}` : c;
+    }).join("");
+  return branches.filter((b) => b.discard !== null).map((b) => {
+    const d = b.discard!;
+    const why = d.reason === null ? "" : `${clean(d.reason)}; `;
+    return `== ${b.label}: discarded (${why}by ${holderOf(d.by)}), not shown\n\n`;
+  }).join("");
 }
 
 function keep(cx: SplitContext, id: string, reason: string): void {

@@ -270,8 +270,10 @@ export async function finishAwait(
   spool: string | null,
 ): Promise<void> {
   const { journal } = cx.d;
+  // A branch being discarded is the creator's choice, not the split's result.
   const code = splitCode(
-    journal.branches(live.id).map((b) => ({ status: b.status ?? undefined })),
+    journal.branches(live.id).filter((b) => !live.discarding.has(b.label) && !b.discard)
+      .map((b) => ({ status: b.status ?? undefined })),
   );
   moveSplit(journal, live.id, "finish", {
     status: code,

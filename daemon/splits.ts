@@ -12,6 +12,7 @@
  * - `split_settle.ts`: settlement and publication, the split's end;
  * - `split_lease.ts`: the lease and cancellation;
  * - `split_join.ts`, `split_remove.ts`: join, reading `out/`, removal, listing;
+ * - `split_discard.ts`: `marsh discard`, a branch's or the whole split's;
  * - `split_moves.ts` with `model/split_state.ts` and `model/branch_state.ts`:
  *   the journaled states' one transition table each; `model/split_phase.ts`
  *   and `model/branch_phase.ts`: what only the live daemon knows.
@@ -32,6 +33,9 @@ import { ensureOpen, join, readOut } from "./split_join.ts";
 import { RequestError } from "./request_error.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
+import { discardBranches, discardRequest, type DiscardResult } from "./split_discard.ts";
+import type { DiscardRequest } from "../protocol/daemon_discard.ts";
+import type { Creator } from "../journal/records.ts";
 
 export type {
   BranchSockets,
@@ -42,6 +46,7 @@ export type {
 } from "./split_context.ts";
 export { type Settings, settingsFromEnv } from "./split_settings.ts";
 export { shellBranchRefusal } from "./split_create.ts";
+export type { DiscardResult } from "./split_discard.ts";
 
 /** Runs and holds splits. */
 export class Splits {
@@ -120,6 +125,27 @@ export class Splits {
         ? new RequestError(2, `split ${s.id}: ${error.message}`)
         : error;
     }
+  }
+
+  /** `marsh discard ID [LABEL...]`: only the split's creator (daemon/split_discard.ts). */
+  discard(auth: Authority, req: DiscardRequest): Promise<DiscardResult> {
+    return discardRequest(this.#cx, auth, req);
+  }
+
+  /**
+   * Discards branches `labels` of split `splitId` (the whole split when
+   * empty) as done by `who`, who must be its creator (the caller checks):
+   * for `marsh choose`, which discards the losers.
+   *
+   * @throws {RequestError} 2 unknown split or label, 1 refused (nothing changed), 125 a removal failed
+   */
+  discardBranches(
+    splitId: string,
+    labels: readonly string[],
+    reason: string | null,
+    who: Creator,
+  ): Promise<DiscardResult> {
+    return discardBranches(this.#cx, splitId, labels, reason, who);
   }
 
   /** Starts lease timers for awaiting splits found at start-up. */

@@ -13,6 +13,7 @@ import {
   branchPatchColumns,
   capabilityColumns,
   capabilityFromRow,
+  discardColumns,
 } from "./_codec.ts";
 import {
   branchNotFound,
@@ -104,7 +105,11 @@ export function updateBranch(
   label: string,
   patch: BranchPatch,
 ): void {
-  const cols = branchPatchColumns(mutable(patch, BRANCH_MUTABLE, "branch"));
+  const { discard, ...rest } = patch;
+  if (discard !== undefined) {
+    throw new TypeError("A branch is discarded only by a move to discarded (transitionBranch)");
+  }
+  const cols = branchPatchColumns(mutable(rest, BRANCH_MUTABLE, "branch"));
   c.write("update branch", () => {
     const found = c.update("branches", cols, "split = :k_split AND label = :k_label", {
       k_split: splitId,
@@ -130,15 +135,24 @@ export function transitionBranch(
   patch: BranchPatch = {},
 ): boolean {
   checkStates(from, to, isBranchState, "branch", branchMayMove);
-  const cols = { ...branchPatchColumns(mutable(patch, BRANCH_MUTABLE, "branch")), state: to };
+  const { discard, ...rest } = patch;
+  if ((to === "discarded") !== (discard !== undefined)) {
+    throw new TypeError("A move to discarded, and only that move, says who discarded it and why");
+  }
+  // A discard keeps the state column (the state it ended in): _codec.ts reads it as discarded.
+  const cols = {
+    ...branchPatchColumns(mutable(rest, BRANCH_MUTABLE, "branch")),
+    ...(discard === undefined ? { state: to } : discardColumns(discard)),
+  };
   return c.write("transition branch", () => {
     const key = { k_split: splitId, k_label: label };
     const current = c.get(
-      "SELECT state FROM branches WHERE split = :k_split AND label = :k_label",
+      "SELECT state, discarded_ms FROM branches WHERE split = :k_split AND label = :k_label",
       key,
     );
     if (current === undefined) throw branchNotFound(splitId, label);
-    if (!(from as readonly unknown[]).includes(current.state)) return false;
+    const state = current.discarded_ms === null ? current.state : "discarded";
+    if (!(from as readonly unknown[]).includes(state)) return false;
     return c.update("branches", cols, "split = :k_split AND label = :k_label", key);
   });
 }

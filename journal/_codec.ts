@@ -21,11 +21,14 @@ import {
 } from "../model/kit_rules.ts";
 import {
   BRANCH_KINDS,
+  type BranchDiscard,
   type BranchKind,
   type BranchRecord,
   type CapabilityRecord,
   type Creator,
   type DirIdentity,
+  type DiscardableState,
+  type DiscardNote,
   type GitSource,
   isBranchState,
   isCapabilityState,
@@ -179,11 +182,63 @@ function parseTiming(r: RowReader): Record<string, number> {
   return out;
 }
 
+const DISCARDABLE: readonly DiscardableState[] = [
+  "captured",
+  "rejected",
+  "failed",
+  "cancelled",
+  "uncertain",
+];
+
+/** `host`, `session:<id>` or `job:<id>`: who discarded a branch, as stored. */
+function holderOf(c: Creator): string {
+  return c.kind === "host" ? "host" : `${c.kind}:${c.id}`;
+}
+
+function creatorFromHolder(r: RowReader, column: string): Creator {
+  const v = r.text(column);
+  if (v === "host") return { kind: "host" };
+  const m = /^(session|job):(.+)$/s.exec(v);
+  if (m === null) return r.fail(column, "expected host, session:<id> or job:<id>");
+  return { kind: m[1] as "session" | "job", id: m[2]! };
+}
+
+/**
+ * A branch's discard (migration 7): the state column keeps the state it had
+ * ended in, and `discarded_ms` makes it `discarded`.
+ */
+function discardFromRow(r: RowReader, raw: string): BranchDiscard | null {
+  const atMs = r.optInt("discarded_ms");
+  if (atMs === null) return null;
+  if (!(DISCARDABLE as readonly string[]).includes(raw)) {
+    return r.fail("state", "a discarded branch must have ended");
+  }
+  return {
+    after: raw as DiscardableState,
+    reason: r.optText("discard_reason"),
+    by: creatorFromHolder(r, "discarded_by"),
+    atMs,
+  };
+}
+
+/** Columns of a move to `discarded`: the state column is left as it is. */
+export function discardColumns(note: DiscardNote): Record<string, SQLInputValue> {
+  checkMs(note.atMs, "discard.atMs");
+  check(note.reason === null || typeof note.reason === "string", `"discard.reason" must be text`);
+  return {
+    discarded_ms: note.atMs,
+    discarded_by: holderOf(note.by),
+    discard_reason: note.reason,
+  };
+}
+
 /** Decodes a `branches` row. */
 export function branchFromRow(row: Row): BranchRecord {
   const r = new RowReader("branch", `${String(row.split)}/${String(row.label)}`, row);
-  const state = r.text("state");
-  if (!isBranchState(state)) return r.fail("state", "unknown branch state");
+  const raw = r.text("state");
+  if (!isBranchState(raw) || raw === "discarded") return r.fail("state", "unknown branch state");
+  const discard = discardFromRow(r, raw);
+  const state = discard === null ? raw : "discarded";
   const kind: BranchKind = oneOf(r, "kind", BRANCH_KINDS);
   const placement = r.text("placement");
   if (!isPlacement(placement)) return r.fail("placement", "expected shell-vm or kit:<command>");
@@ -223,6 +278,7 @@ export function branchFromRow(row: Row): BranchRecord {
     mechanism,
     view,
     viewReason: r.optText("view_reason"),
+    discard,
   };
 }
 
@@ -359,6 +415,8 @@ export function splitPatchColumns(
 /** A branch's column values. Throws `TypeError` for a value the types forbid. */
 export function branchColumns(b: BranchRecord): Record<string, SQLInputValue> {
   check(isBranchState(b.state), `unknown branch state ${JSON.stringify(b.state)}`);
+  // A branch is discarded only by a move from its end (transitionBranch).
+  check(b.state !== "discarded" && b.discard === null, "a new branch cannot be discarded");
   check(Number.isSafeInteger(b.index) && b.index >= 0, `"index" must be 0 or more`);
   check(
     (BRANCH_KINDS as readonly string[]).includes(b.kind),

@@ -78,6 +78,7 @@ export function sampleBranch(
     mechanism: null,
     view: null,
     viewReason: null,
+    discard: null,
     ...over,
   };
 }

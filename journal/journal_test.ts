@@ -94,7 +94,7 @@ Deno.test({
   j.addBranches("s1", [sampleBranch("s1", "a", 0)]);
   // The state matches "from", so only the table can refuse these.
   assert.throws(() => j.transitionSplit("s1", ["run"], "joined"), TypeError);
-  assert.throws(() => j.transitionSplit("s1", ["run", "await"], "cancelled"), TypeError);
+  assert.throws(() => j.transitionSplit("s1", ["run", "joined"], "cancelled"), TypeError);
   assert.throws(() => j.transitionBranch("s1", "a", ["pending"], "captured"), TypeError);
   assert.throws(() => j.transitionBranch("s1", "a", ["pending"], "uncertain"), TypeError);
   assert.equal(j.getSplit("s1")?.state, "run");
@@ -144,6 +144,7 @@ Deno.test({ name: "branches round-trip and keep declaration order", permissions 
     mechanism: "cgroup",
     view: "project",
     viewReason: "root: a private mount namespace",
+    discard: null,
   });
   // Declared out of insertion order on purpose: order comes from `index`.
   j.addBranches("s1", [

@@ -215,6 +215,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX resolutions_by_created ON resolutions (created_ms);
     `,
   },
+  {
+    version: 8,
+    name: "a discarded branch: when, by whom and why (issue 13 §1, marsh discard)",
+    // The state column's CHECK of migration 1 cannot take a new value without
+    // rebuilding the table the capabilities reference, so a discard is its own
+    // columns: the state column keeps the state the branch had ended in, and
+    // a branch with discarded_ms is read as `discarded` (journal/_codec.ts).
+    sql: `
+      ALTER TABLE branches ADD COLUMN discarded_ms INTEGER
+        CHECK (discarded_ms IS NULL OR (discarded_ms >= 0
+               AND state IN ('captured', 'rejected', 'failed', 'cancelled', 'uncertain')));
+      ALTER TABLE branches ADD COLUMN discarded_by TEXT
+        CHECK ((discarded_by IS NULL) = (discarded_ms IS NULL)
+               AND (discarded_by IS NULL OR discarded_by = 'host'
+                    OR discarded_by GLOB 'session:?*' OR discarded_by GLOB 'job:?*'));
+      ALTER TABLE branches ADD COLUMN discard_reason TEXT
+        CHECK (discard_reason IS NULL OR discarded_ms IS NOT NULL);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -127,6 +127,23 @@ export interface SplitRecord {
   readonly rootId: string | null;
 }
 
+/** The states a branch can be discarded from: its ends (`model/branch_state.ts`). */
+export type DiscardableState = "captured" | "rejected" | "failed" | "cancelled" | "uncertain";
+
+/** Who discarded a branch, why and when (docs/guide.md, "Discarding branches"). */
+export interface DiscardNote {
+  /** `--reason TEXT`, or null when none was given. */
+  readonly reason: string | null;
+  /** The split's creator, who alone may discard it. */
+  readonly by: Creator;
+  readonly atMs: number;
+}
+
+/** A discarded branch's lineage: the state it had ended in, and the discard. */
+export interface BranchDiscard extends DiscardNote {
+  readonly after: DiscardableState;
+}
+
 /** One branch of a split. */
 export interface BranchRecord {
   readonly split: string;
@@ -162,6 +179,8 @@ export interface BranchRecord {
   /** A launched shell branch's view, and why it is that one. */
   readonly view: View | null;
   readonly viewReason: string | null;
+  /** Set once the branch is `discarded` (`marsh discard`), else null. */
+  readonly discard: BranchDiscard | null;
 }
 
 /**
@@ -264,8 +283,14 @@ export const BRANCH_MUTABLE = [
   "view",
   "viewReason",
 ] as const;
-/** A change to a branch's mutable fields; absent (or undefined) fields stay as they are. */
-export type BranchPatch = Partial<Pick<BranchRecord, typeof BRANCH_MUTABLE[number]>>;
+/**
+ * A change to a branch's mutable fields; absent (or undefined) fields stay as
+ * they are. `discard` is given only with a move to `discarded`
+ * (`transitionBranch`), and only there.
+ */
+export type BranchPatch =
+  & Partial<Pick<BranchRecord, typeof BRANCH_MUTABLE[number]>>
+  & { readonly discard?: DiscardNote };
 
 /** Which splits `listSplits` returns; every given condition must hold. */
 export interface SplitFilter {

@@ -2,7 +2,9 @@
  * A branch's journaled state and the one table of its transitions
  * (docs/architecture.md, "The state machines"): `pending -> running ->
  * captured | rejected | failed | cancelled | uncertain`, or `pending ->
- * cancelled | failed` for a branch that never starts. The journal refuses a
+ * cancelled | failed` for a branch that never starts; an ended branch may
+ * then be `discarded` by its split's creator (`marsh discard`, its fork
+ * removed, its record kept). The journal refuses a
  * move the table does not allow; the daemon names each move by its event
  * and takes the states it may start from here. Pure: no I/O.
  *
@@ -18,6 +20,7 @@ export const BRANCH_STATES = [
   "failed",
   "cancelled",
   "uncertain",
+  "discarded",
 ] as const;
 /** A branch's state. */
 export type BranchState = typeof BRANCH_STATES[number];
@@ -33,7 +36,8 @@ export function isBranchState(x: unknown): x is BranchState {
  * no engine, no `/run/marsh`). After: `capture` (its work captured),
  * `reject` (capture refused it), `fail`, `stop` (cancelled while it ran),
  * `lose` (its end is unknown: processes or a container may remain).
- * `restart`: a daemon restart's recovery.
+ * `restart`: a daemon restart's recovery. `discard`: its split's creator
+ * dropped it after it ended (a running branch is stopped first).
  */
 export const BRANCH_EVENTS = [
   "start",
@@ -45,6 +49,7 @@ export const BRANCH_EVENTS = [
   "stop",
   "lose",
   "restart",
+  "discard",
 ] as const;
 /** An event that moves a branch. */
 export type BranchEvent = typeof BRANCH_EVENTS[number];
@@ -65,11 +70,12 @@ export const BRANCH_TRANSITIONS: {
     lose: "uncertain",
     restart: "uncertain",
   },
-  captured: {},
-  rejected: {},
-  failed: {},
-  cancelled: {},
-  uncertain: {},
+  captured: { discard: "discarded" },
+  rejected: { discard: "discarded" },
+  failed: { discard: "discarded" },
+  cancelled: { discard: "discarded" },
+  uncertain: { discard: "discarded" },
+  discarded: {},
 };
 
 /** A move named by its event: the states it starts from and the one it ends in. */

@@ -19,6 +19,11 @@ const ALLOWED: readonly (readonly [BranchState, BranchState])[] = [
   ["running", "failed"],
   ["running", "cancelled"],
   ["running", "uncertain"],
+  ["captured", "discarded"],
+  ["rejected", "discarded"],
+  ["failed", "discarded"],
+  ["cancelled", "discarded"],
+  ["uncertain", "discarded"],
 ];
 
 Deno.test("branch table: every (from, to) pair is allowed or refused as written", () => {
@@ -30,10 +35,19 @@ Deno.test("branch table: every (from, to) pair is allowed or refused as written"
   }
 });
 
-Deno.test("branch table: the five ends are final", () => {
+Deno.test("branch table: the five ends lead only to discarded, which is final", () => {
   for (const s of ["captured", "rejected", "failed", "cancelled", "uncertain"] as const) {
-    assert.deepEqual(BRANCH_TRANSITIONS[s], {});
+    assert.deepEqual(BRANCH_TRANSITIONS[s], { discard: "discarded" });
   }
+  assert.deepEqual(BRANCH_TRANSITIONS.discarded, {});
+  for (const to of BRANCH_STATES) assert.equal(branchMayMove("discarded", to), false, to);
+});
+
+Deno.test("branch moves: discard starts from every end, never from pending or running", () => {
+  assert.deepEqual(branchMove("discard"), {
+    from: ["captured", "rejected", "failed", "cancelled", "uncertain"],
+    to: "discarded",
+  });
 });
 
 Deno.test("branch moves: before the start from pending, after it from running", () => {

@@ -23,7 +23,10 @@ export function isSplitState(x: unknown): x is SplitState {
  * the deadline, a dropped creator), `setupFailed` (the snapshot or a fork
  * failed), `leaseExpired` (not joined in time), `keep` (a join that did not
  * remove it), `join` (the join removes it), `releaseFailed` (the removal at
- * the join failed), `restart` (a daemon restart's recovery).
+ * the join failed), `restart` (a daemon restart's recovery), `discard`
+ * (`marsh discard` of an awaiting or kept split: its directory is removed,
+ * its record stays, every branch `discarded`; a running split is cancelled
+ * first, and a cancelled or uncertain one keeps its state).
  */
 export const SPLIT_EVENTS = [
   "finish",
@@ -34,6 +37,7 @@ export const SPLIT_EVENTS = [
   "join",
   "releaseFailed",
   "restart",
+  "discard",
 ] as const;
 /** An event that moves a split. */
 export type SplitEvent = typeof SPLIT_EVENTS[number];
@@ -46,8 +50,14 @@ export const SPLIT_TRANSITIONS: {
   readonly [S in SplitState]: { readonly [E in SplitEvent]?: SplitState };
 } = {
   run: { finish: "await", cancel: "cancelled", setupFailed: "cancelled", restart: "uncertain" },
-  await: { leaseExpired: "kept", keep: "kept", join: "joined", restart: "kept" },
-  kept: { keep: "kept", join: "joined" },
+  await: {
+    leaseExpired: "kept",
+    keep: "kept",
+    join: "joined",
+    restart: "kept",
+    discard: "cancelled",
+  },
+  kept: { keep: "kept", join: "joined", discard: "cancelled" },
   joined: { releaseFailed: "kept" },
   cancelled: {},
   uncertain: {},

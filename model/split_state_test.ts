@@ -15,8 +15,10 @@ const ALLOWED: readonly (readonly [SplitState, SplitState])[] = [
   ["run", "uncertain"],
   ["await", "kept"],
   ["await", "joined"],
+  ["await", "cancelled"],
   ["kept", "kept"],
   ["kept", "joined"],
+  ["kept", "cancelled"],
   ["joined", "kept"],
 ];
 
@@ -44,6 +46,8 @@ Deno.test("split moves: each event the daemon writes starts where the daemon exp
   assert.deepEqual(splitMove("keep"), { from: ["await", "kept"], to: "kept" });
   assert.deepEqual(splitMove("join"), { from: ["await", "kept"], to: "joined" });
   assert.deepEqual(splitMove("releaseFailed"), { from: ["joined"], to: "kept" });
+  // marsh discard: a running split is cancelled first; a joined one was consumed.
+  assert.deepEqual(splitMove("discard"), { from: ["await", "kept"], to: "cancelled" });
 });
 
 Deno.test("split moves: restart has a target per state, so it is not one move", () => {

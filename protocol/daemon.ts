@@ -31,6 +31,13 @@ import {
   ResolveFrameError,
   resolveReplyOk,
 } from "./daemon_resolve.ts";
+import {
+  type DiscardedReply,
+  discardedReplyOk,
+  DiscardFrameError,
+  type DiscardRequest,
+  parseDiscardRequest,
+} from "./daemon_discard.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -224,7 +231,8 @@ export type ClientFrame =
   | JobsListRequest
   | WorkersResetRequest
   | CompareRequest
-  | ResolveClientFrame;
+  | ResolveClientFrame
+  | DiscardRequest;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -475,6 +483,7 @@ export type DaemonFrame =
   | WorkersResetReply
   | CompareReply
   | ResolveDaemonFrame
+  | DiscardedReply
   | OkReply
   | ErrorReply;
 
@@ -635,6 +644,13 @@ export function parseClientFrame(x: unknown): ClientFrame {
         if (error instanceof HousekeepingFrameError) throw new DaemonProtocolError(error.message);
         throw error;
       }
+    case "split.discard":
+      try {
+        return parseDiscardRequest(x);
+      } catch (error) {
+        if (error instanceof DiscardFrameError) throw new DaemonProtocolError(error.message);
+        throw error;
+      }
     case "splits.cancel":
       return x.label === undefined
         ? { v: 1, t: x.t, id: str(x, "id", 128) }
@@ -713,6 +729,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "jobs",
     "workers.reset",
     "compare",
+    "split.discarded",
     "ok",
     "error",
     ...RESOLVE_DAEMON_FRAMES,
@@ -744,6 +761,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   }
   if ((x.t === "gc.all" || x.t === "splits.pruned") && !housekeepingReplyOk(x)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame`);
+  }
+  if (x.t === "split.discarded" && !discardedReplyOk(x)) {
+    throw new DaemonProtocolError("malformed split.discarded frame");
   }
   if (x.t === "jobs" && !Array.isArray(x.jobs)) {
     throw new DaemonProtocolError("malformed jobs frame: jobs");

@@ -22,7 +22,21 @@ export type BranchState =
   | "rejected"
   | "failed"
   | "cancelled"
-  | "uncertain";
+  | "uncertain"
+  | "discarded";
+
+/**
+ * A discarded branch's lineage (`marsh discard`, docs/guide.md "Discarding
+ * branches"): the state it had ended in, why, who discarded it and when.
+ */
+export interface ManifestDiscard {
+  readonly after: "captured" | "rejected" | "failed" | "cancelled" | "uncertain";
+  /** `--reason TEXT`, or null. */
+  readonly reason: string | null;
+  /** The split's creator: `host`, `session:<id>` or `job:<id>`. */
+  readonly by: string;
+  readonly at_unix_ms: number;
+}
 
 /** One branch in the manifest. Optional fields are absent rather than null. */
 export interface ManifestBranch {
@@ -47,6 +61,8 @@ export interface ManifestBranch {
   readonly view_reason?: string;
   readonly started_unix_ms?: number;
   readonly finished_unix_ms?: number;
+  /** Present only for a `discarded` branch. */
+  readonly discarded?: ManifestDiscard;
   /**
    * A running shell branch whose shell exited while processes it started
    * still run (a `setsid` daemon, a background job): they hold the branch

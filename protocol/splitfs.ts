@@ -40,6 +40,7 @@ import {
   type SplitParent,
   str,
 } from "./splitfs_fields.ts";
+import { DISCARD_REQUESTS, type DropForkRequest, parseDiscardRequest } from "./splitfs_discard.ts";
 import {
   type BranchStatsReply,
   type BranchStatsRequest,
@@ -240,7 +241,8 @@ export type SplitfsRequest =
   | ProcessRequest
   | PurgeRequest
   | BranchStatsRequest
-  | ResolveRequest;
+  | ResolveRequest
+  | DropForkRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
 export interface ChunkReply {
@@ -441,6 +443,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     throw new ProtocolError("unsupported frame version");
   }
   if (typeof x.t === "string" && RESOLVE_REQUESTS.has(x.t)) return parseResolveRequest(x);
+  if (typeof x.t === "string" && DISCARD_REQUESTS.has(x.t)) return parseDiscardRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");

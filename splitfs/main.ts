@@ -202,6 +202,10 @@ function handle(req: SplitfsRequest, progressMs: number): void {
       splits.delete(req.id);
       send({ v: 1, t: "ok" });
       return;
+    case "drop-fork":
+      workspace(req.id).dropFork(req.label);
+      send({ v: 1, t: "ok" });
+      return;
     case "release":
       workspace(req.id).close();
       splits.delete(req.id);

@@ -42,7 +42,7 @@ Deno.test({
   });
   const read = (name: string) => Deno.readTextFileSync(`${s}/${name}`);
   for (const verb of ["merge", "promote", "choose"]) {
-    assert.equal(read(`${verb}.code`), "2\n", read(`${verb}.err`));
+    assert.equal(read(`${verb}.code`), "1\n", read(`${verb}.err`));
     assert.match(
       read(`${verb}.err`),
       new RegExp(

@@ -40,6 +40,7 @@ import {
   outDir,
 } from "./split_held.ts";
 import { closeHeld, removeSplit } from "./split_removal.ts";
+import { dropFork } from "./fork_drop.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
 import { planFs } from "../resolve/plan_fs.ts";
 import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
@@ -336,6 +337,17 @@ export class SplitWorkspace implements Disposable {
    */
   remove(): void {
     removeSplit(this.#held);
+  }
+
+  /**
+   * Removes one fork, keeping the split, its other forks and `out/<label>/`
+   * (`marsh discard ID LABEL`, `splitfs/workspace/fork_drop.ts`).
+   *
+   * @throws {WorkspaceReplacedError} and removes nothing when an identity differs
+   * @throws {MountPointError} and removes nothing when a mount marsh did not make is there
+   */
+  dropFork(label: string): void {
+    dropFork(this.#held, label);
   }
 
   /** Closes every descriptor; a second call does nothing. */

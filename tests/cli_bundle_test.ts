@@ -251,8 +251,9 @@ Deno.test({
     ["no-such-command"],
     ["splits", "--no-such-option"],
     ["split", "stray"],
+    // None of these starts a daemon: nothing is left running.
     ["status"],
-    ["splits"],
+    ["daemon", "status"],
     ["logs"],
   ];
   for (const args of cases) {
@@ -277,4 +278,9 @@ Deno.test({
     assert.notEqual(bundled.replaceAll("\r", ""), piped);
     assert.equal(bundled, await onTerminal("0", args));
   }
+  assert.deepEqual(await marsh(copy, ["daemon", "status"]), {
+    code: 1,
+    stdout: "marshd: not running\n",
+    stderr: "",
+  });
 });

@@ -34,6 +34,13 @@ const repo = new URL("../", import.meta.url).pathname;
 /** The entry the bundle is made from. */
 export const CLI_ENTRY = entryModule("cli");
 
+/**
+ * What commander's Node imports become in the bundle, a second entry of the
+ * same `deno bundle` (so it lands at `client/commander_node.js` in the
+ * bundle dir).
+ */
+const COMMANDER_NODE = "client/commander_node.ts";
+
 /** The state file's name in the bundle dir. */
 export const STATE_NAME = "current";
 
@@ -51,6 +58,7 @@ const EXTRA_INPUTS = [
   "marsh",
   "client/cli_bundle.ts",
   "client/cli_bundle_main.ts",
+  COMMANDER_NODE,
 ];
 
 /** The one use of `import.meta.url` a bundle can keep (see the module doc). */
@@ -278,6 +286,7 @@ async function bundle(deno: string, out: string): Promise<void> {
       "--code-splitting",
       `--outdir=${tmp}`,
       CLI_ENTRY,
+      `${repo}${COMMANDER_NODE}`,
     ]);
     if (!result.success) throw failed(deno, `bundle ${CLI_ENTRY}`, result);
     // Every module sits one folder below the repo (checkImportMeta), so one
@@ -297,7 +306,7 @@ async function bundle(deno: string, out: string): Promise<void> {
       }
       await Deno.writeTextFile(
         `${tmp}/${e.name}`,
-        e.name === "main.js" ? unloadUnused(fixed) : fixed,
+        e.name === "main.js" ? useCommanderNode(fixed) : fixed,
       );
     }
     if (!(await exists(`${tmp}/main.js`))) {
@@ -317,28 +326,40 @@ async function bundle(deno: string, out: string): Promise<void> {
   }
 }
 
+/** Node's modules commander imports, and what `client/commander_node.ts` calls each. */
+const COMMANDER_NODE_IMPORTS: Readonly<Record<string, string>> = {
+  "node:child_process": "childProcess",
+  "node:events": "EventEmitter",
+  "node:fs": "fs",
+  "node:path": "path",
+  "node:process": "process",
+  "node:util": "stripVTControlCharacters",
+};
+
 /**
- * commander imports `node:child_process` and `node:fs` only to run
- * executable subcommands (`.command(name, description)`), which marsh does
- * not have; loading them is a third of the CLI's start (docs/guide.md, "How
- * fast marsh starts"). The bundle gets an object that throws in their place,
- * when both imports are found exactly as expected; else they stay.
+ * Points commander's imports of Node's built-in modules at
+ * `client/commander_node.ts`: loading them (`node:process` above all) was
+ * most of the CLI's start (docs/guide.md, "How fast marsh starts"). Only the
+ * import lines within commander's own modules (the bundle's `// <path>`
+ * comment before them names a `/commander/` file) and of the expected shape
+ * change; anything else keeps Node's module.
  */
-export function unloadUnused(text: string): string {
-  const unused: [string, string][] = [
-    ['import childProcess from "node:child_process";', "childProcess"],
-    ['import fs from "node:fs";', "fs"],
-  ];
-  if (unused.some(([line]) => text.split(line).length !== 2)) return text;
-  for (const [line, name] of unused) {
-    text = text.replace(
-      line,
-      `const ${name} = new Proxy({}, { get() { throw new Error(${
-        JSON.stringify(`marsh's bundled CLI has no executable subcommands (${name})`)
-      }); } });`,
-    );
-  }
-  return text;
+export function useCommanderNode(text: string): string {
+  let inCommander = false;
+  return text.split("\n").map((line) => {
+    const from = /^\/\/ (\S+\.(?:[cm]?js|tsx?))$/.exec(line);
+    if (from) inCommander = from[1]!.includes("/commander/");
+    if (!inCommander) return line;
+    const m = /^import (?:(\w+)|\{ (\w+)(?: as (\w+))? \}) from "(node:[a-z_]+)";$/.exec(line);
+    const name = m ? COMMANDER_NODE_IMPORTS[m[4]!] : undefined;
+    if (!m || name === undefined) return line;
+    // `import x from` takes the default; commander_node.ts names each instead.
+    if (m[1] !== undefined) {
+      return `import { ${name} as ${m[1]} } from "./client/commander_node.js";`;
+    }
+    if (m[2] !== name) return line;
+    return `import { ${name} as ${m[3] ?? name} } from "./client/commander_node.js";`;
+  }).join("\n");
 }
 
 async function shortHash(text: string): Promise<string> {

@@ -9,7 +9,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import type { DaemonFrame, JoinReadyReply, ReleasedReply } from "../protocol/daemon.ts";
 import { CliError } from "./cli_error.ts";
 import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./daemon_connect.ts";
@@ -248,7 +247,7 @@ class JoinTalk {
     for (;;) {
       const frame = await this.expect(["chunk", "join.rendered"]);
       if (frame.t === "join.rendered") break;
-      const bytes = new Uint8Array(Buffer.from(frame.data, "base64"));
+      const bytes = Uint8Array.fromBase64(frame.data);
       if (sink) await sink(bytes);
       else parts.push(bytes);
     }

@@ -11,7 +11,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import type { LogStreams } from "../protocol/daemon.ts";
 import { TerminalEscaper } from "../patch/terminal_escape.ts";
 import { CliError } from "./cli_error.ts";
@@ -50,7 +49,13 @@ function sink(write: WriteBytes, terminal: boolean): { push(b: Uint8Array): Prom
       const escaper = new TerminalEscaper((x) => pieces.push(x.slice()));
       escaper.push(b);
       escaper.end();
-      return await write(Buffer.concat(pieces));
+      const bytes = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of pieces) {
+        bytes.set(p, at);
+        at += p.length;
+      }
+      return await write(bytes);
     },
   };
 }
@@ -86,7 +91,7 @@ export async function logsCommand(
       switch (frame.t) {
         case "logs.chunk":
           // A reader that left (`| head`) ends the command, quietly.
-          if (!await out[frame.stream].push(Buffer.from(frame.data, "base64"))) return 0;
+          if (!await out[frame.stream].push(Uint8Array.fromBase64(frame.data))) return 0;
           break;
         case "logs.end":
           return 0;

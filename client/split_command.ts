@@ -8,7 +8,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import { timeLimitRangeProblem } from "../model/limits.ts";
 import {
   type BranchSpec,
@@ -356,7 +355,7 @@ async function streamSpool(
   let fill = 0;
   const flush = async () => {
     if (fill === 0) return;
-    const data = Buffer.from(buf.buffer, 0, fill).toString("base64");
+    const data = buf.subarray(0, fill).toBase64();
     fill = 0;
     await conn.send({ v: 1, t: "spool", data });
   };

@@ -13,7 +13,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import { encodeFrame, readFrames } from "./frame.ts";
 import { denoPath, entryCommand } from "./entrypoints.ts";
 import {
@@ -186,7 +185,7 @@ export class SplitfsService implements AsyncDisposable {
           );
         }
         const reply = parseSplitfsReply(next.value);
-        if (reply.t === "chunk") await onChunk?.(Buffer.from(reply.data, "base64"));
+        if (reply.t === "chunk") await onChunk?.(Uint8Array.fromBase64(reply.data));
         else if (reply.t === "progress") {
           await onProgress?.({ files: reply.files, bytes: reply.bytes });
         } else if (reply.t === "error") throw new SplitfsError(reply.kind, reply.message);

@@ -40,13 +40,13 @@ async function checkoutCopy(): Promise<AsyncDisposable & { dir: string; home: st
 }
 
 async function marsh(
-  copy: { dir: string; home: string },
+  copy: { dir: string; home: string; env?: Record<string, string> },
   args: string[],
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = await new Deno.Command(`${copy.dir}/marsh`, {
     args,
     cwd: copy.home,
-    env: { MARSH_HOME: copy.home, MARSH_DENO: deno, MARSH_CLI_BUNDLE: "1" },
+    env: { MARSH_HOME: copy.home, MARSH_DENO: deno, MARSH_CLI_BUNDLE: "1", ...copy.env },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -209,4 +209,78 @@ Deno.test({
     `--deno=${got.deno}`,
     `--dir=${dir}`,
   ], got.stderr);
+});
+
+/** The `node:` modules `file` (a bundle's JS) loads before it runs: its static imports, followed. */
+async function staticNodeImports(file: string, seen = new Set<string>()): Promise<string[]> {
+  if (seen.has(file)) return [];
+  seen.add(file);
+  const text = await Deno.readTextFile(file);
+  const found: string[] = [];
+  // `import … from "x"` and `import "x"` at the start of a line; `import("x")` is on demand.
+  for (const m of text.matchAll(/^(?:import|export)\b[^;(]*?(?:from\s*)?"([^"]+)";/gm)) {
+    const spec = m[1]!;
+    if (spec.startsWith("node:")) found.push(`${file}: ${spec}`);
+    else if (spec.startsWith("./")) {
+      found.push(...await staticNodeImports(new URL(spec, `file://${file}`).pathname, seen));
+    }
+  }
+  return found;
+}
+
+Deno.test({
+  name: "the bundle loads no Node module at start, and prints what the sources print",
+  permissions,
+}, async () => {
+  await using copy = await checkoutCopy();
+  const cache = `${copy.dir}/.deno/cli`;
+  assert.equal((await marsh(copy, ["--version"])).code, 0);
+  const built = await stateBundle(cache);
+  assert.match(built ?? "", /^cli-/);
+  // Deno's Node layer costs about 20 ms to start (docs/guide.md, "How fast marsh starts").
+  assert.deepEqual(await staticNodeImports(`${cache}/${built}/main.js`), []);
+
+  const sources = { ...copy, env: { MARSH_CLI_BUNDLE: "0" } };
+  const cases = [
+    ["--version"],
+    ["--help"],
+    ["split", "--help"],
+    ["splits", "--help"],
+    ["kits", "--help"],
+    ["help", "engine"],
+    ["no-such-command"],
+    ["splits", "--no-such-option"],
+    ["split", "stray"],
+    // None of these starts a daemon: nothing is left running.
+    ["status"],
+    ["daemon", "status"],
+    ["logs"],
+  ];
+  for (const args of cases) {
+    assert.deepEqual(await marsh(copy, args), await marsh(sources, args), args.join(" "));
+  }
+  // On a terminal commander wraps help to its width.
+  const onTerminal = async (bundle: string, args: string) =>
+    dec.decode(
+      (await new Deno.Command("script", {
+        args: ["-qec", `stty cols 52; ${copy.dir}/marsh ${args}`, "/dev/null"],
+        cwd: copy.home,
+        env: { MARSH_HOME: copy.home, MARSH_DENO: deno, MARSH_CLI_BUNDLE: bundle },
+        stdin: "null",
+        stdout: "piped",
+      }).output()).stdout,
+    );
+  for (const args of ["--help", "split --help"]) {
+    const bundled = await onTerminal("1", args);
+    // Wrapped: not what a pipe gets (80 columns).
+    const piped = (await marsh(copy, args.split(" "))).stdout;
+    assert.ok(piped.includes("\n"));
+    assert.notEqual(bundled.replaceAll("\r", ""), piped);
+    assert.equal(bundled, await onTerminal("0", args));
+  }
+  assert.deepEqual(await marsh(copy, ["daemon", "status"]), {
+    code: 1,
+    stdout: "marshd: not running\n",
+    stderr: "",
+  });
 });

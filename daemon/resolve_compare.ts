@@ -3,20 +3,28 @@
  * per branch, from the journal (state, placement, exit), the service's
  * counts of its patch and overlaps (`branch-stats`), and a dry run of its
  * `--git` merge onto the source as it is now. Nothing outside the split's
- * own object store is written.
+ * own object store is written. With `--test`, the test runs in a throwaway
+ * fork of each captured branch (`daemon/compare_runs.ts`) and each row gets
+ * its result.
  *
  * @module
  */
 
 import type { SplitRecord } from "../journal/records.ts";
 import { countOps, isClean, type MergePlan } from "../model/resolution_plan.ts";
-import { COMPARE_SCHEMA, type CompareReply, type CompareRow } from "../protocol/daemon_compare.ts";
+import {
+  COMPARE_SCHEMA,
+  type CompareReply,
+  type CompareRow,
+  type CompareTestRequest,
+} from "../protocol/daemon_compare.ts";
+import { runTests } from "./compare_runs.ts";
 import type { BranchStatsReply } from "../protocol/splitfs_compare.ts";
 import { SplitfsError } from "../protocol/splitfs_client.ts";
 import type { Authority } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import { authorizeResolution } from "./resolve_authority.ts";
-import type { SplitContext } from "./split_context.ts";
+import type { SplitConn, SplitContext } from "./split_context.ts";
 import { ensureOpen } from "./split_join.ts";
 
 /** Plans the `--git` merge of one branch of an open split, changing nothing (a dry run). */
@@ -33,10 +41,17 @@ export async function compareSplit(
   gitPlan: GitPlanOf,
   auth: Authority,
   id: string,
+  test?: CompareTestRun,
 ): Promise<CompareReply> {
   const s = cx.d.journal.getSplit(id);
   if (!s) throw new RequestError(2, `no split ${id}; see marsh splits`);
   authorizeResolution(auth, s, "compare");
+  if (test && auth.kind === "job") {
+    throw new RequestError(
+      2,
+      "marsh compare --test cannot run inside a Kit job: run it from the host, or run the test in a branch",
+    );
+  }
   const branches = cx.d.journal.branches(id);
   let stats: BranchStatsReply;
   try {
@@ -90,5 +105,52 @@ export async function compareSplit(
       ...(note !== undefined ? { note } : {}),
     });
   }
-  return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: rows };
+  if (test === undefined) return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: rows };
+  const tested = rows.filter((r) => r.captured).map((r) => r.label);
+  const results = await withCancel(test.conn, (signal) =>
+    runTests(cx, s, tested, {
+      script: test.request.script,
+      timeoutS: test.request.timeoutS,
+      env: test.request.env,
+      signal,
+    }));
+  const byLabel = new Map(tested.map((label, i) => [label, results[i]!]));
+  const withTests = rows.map((r) => ({
+    ...r,
+    test: byLabel.get(r.label) ??
+      { exit: null, ms: 0, status: `not run: not captured (${r.status ?? r.state})` },
+  }));
+  return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: withTests };
+}
+
+/** `--test` as asked, and the connection whose Ctrl-C (or drop) cancels it. */
+export interface CompareTestRun {
+  readonly request: CompareTestRequest;
+  readonly conn: Pick<SplitConn, "next">;
+}
+
+/**
+ * Runs `body` with a signal that aborts when the caller sends
+ * `resolve.compare.cancel` or drops the connection.
+ */
+async function withCancel<T>(
+  conn: Pick<SplitConn, "next">,
+  body: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController();
+  let done = false;
+  void (async () => {
+    while (!done) {
+      const frame = await conn.next();
+      if (frame === null || frame.t === "resolve.compare.cancel") {
+        abort.abort();
+        return;
+      }
+    }
+  })();
+  try {
+    return await body(abort.signal);
+  } finally {
+    done = true;
+  }
 }

@@ -29,7 +29,7 @@ import { create } from "./split_create.ts";
 import { join, readOut } from "./split_join.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
-import { compareSplit } from "./resolve_compare.ts";
+import { compareSplit, type CompareTestRun } from "./resolve_compare.ts";
 import { gitPlanOf } from "./resolve_git_plan.ts";
 import type { CompareReply } from "../protocol/daemon_compare.ts";
 import type { SplitRecord } from "../journal/records.ts";
@@ -109,8 +109,8 @@ export class Splits {
 
   /** Starts lease timers for awaiting splits found at start-up. */
   /** `marsh compare` (`daemon/resolve_compare.ts`). */
-  compare(auth: Authority, id: string): Promise<CompareReply> {
-    return compareSplit(this.#cx, (s, label) => this.gitPlan(s, label), auth, id);
+  compare(auth: Authority, id: string, test?: CompareTestRun): Promise<CompareReply> {
+    return compareSplit(this.#cx, (s, label) => this.gitPlan(s, label), auth, id, test);
   }
 
   /** The `--git` plan of one branch, changing nothing (`daemon/resolve_git_plan.ts`). */

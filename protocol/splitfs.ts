@@ -43,8 +43,16 @@ import {
 import {
   type BranchStatsReply,
   type BranchStatsRequest,
+  type CompareDropRequest,
+  type CompareForkedReply,
+  type CompareForkRequest,
+  type CompareOutRequest,
   parseBranchStatsReply,
   parseBranchStatsRequest,
+  parseCompareDropRequest,
+  parseCompareForkedReply,
+  parseCompareForkRequest,
+  parseCompareOutRequest,
 } from "./splitfs_compare.ts";
 import {
   parseResolveReply,
@@ -240,6 +248,9 @@ export type SplitfsRequest =
   | ProcessRequest
   | PurgeRequest
   | BranchStatsRequest
+  | CompareForkRequest
+  | CompareOutRequest
+  | CompareDropRequest
   | ResolveRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -401,6 +412,7 @@ export type SplitfsReply =
   | OutCheckedReply
   | ResolveReply
   | BranchStatsReply
+  | CompareForkedReply
   | OkReply
   | ErrorReply;
 
@@ -497,6 +509,12 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return parseExportObjectsRequest(x);
     case "branch-stats":
       return parseBranchStatsRequest(x);
+    case "compare-fork":
+      return parseCompareForkRequest(x);
+    case "compare-out":
+      return parseCompareOutRequest(x);
+    case "compare-drop":
+      return parseCompareDropRequest(x);
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
@@ -612,6 +630,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       return parseExportedReply(x);
     case "branch-stats":
       return parseBranchStatsReply(x);
+    case "compare-forked":
+      return parseCompareForkedReply(x);
     case "out-checked":
       return parseOutCheckedReply(x);
     case "ok":

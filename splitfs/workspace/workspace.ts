@@ -42,6 +42,7 @@ import {
 import { closeHeld, removeSplit } from "./split_removal.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
 import { planFs } from "../resolve/plan_fs.ts";
+import { TestForks } from "../resolve/compare_fork.ts";
 import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
@@ -55,9 +56,12 @@ export type { OpenOptions } from "./split_reopen.ts";
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
 export class SplitWorkspace implements Disposable {
   readonly #held: Held;
+  /** The throwaway forks of `marsh compare --test` (`splitfs/resolve/compare_fork.ts`). */
+  readonly tests: TestForks;
 
   private constructor(held: Held) {
     this.#held = held;
+    this.tests = new TestForks(held);
   }
 
   /** The project root, absolute and real. */
@@ -335,11 +339,14 @@ export class SplitWorkspace implements Disposable {
    * @throws {MountPointError} and removes nothing when a mount marsh did not make is there
    */
   remove(): void {
+    // Its mounts are unmounted with the split's own; our descriptors would keep them busy.
+    this.tests.close();
     removeSplit(this.#held);
   }
 
   /** Closes every descriptor; a second call does nothing. */
   close(): void {
+    this.tests.close();
     closeHeld(this.#held);
   }
 

@@ -277,3 +277,29 @@ Deno.test({
   }
   await assertNoThrowaway(sb, id);
 });
+
+Deno.test({
+  name:
+    "marsh compare --test with copy forks (MARSH_FORKS=copy): the throwaway fork is a copy, removed after",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ env: { MARSH_FORKS: "copy" } });
+  const id = await twoBranches(sb);
+  const split = `${sb.project}/.marsh/split/${id}`;
+  assert.ok(!exists(`${split}/.overlay`), "copy forks: no overlay dirs");
+  const before = await branchSums(sb, id);
+  const rows = await compareJson(sb, [
+    id,
+    "--test",
+    "test -f ok.txt; e=$?; echo more >> a.txt; git add -A; git status --short; exit $e",
+  ]);
+  assert.equal(row(rows, "good").test?.exit, 0);
+  assert.equal(row(rows, "bad").test?.exit, 1);
+  assert.deepEqual(await branchSums(sb, id), before);
+  // Its own index: the test's git saw the branch's file as new, beside its own edit.
+  assert.equal(
+    Deno.readTextFileSync(`${split}/out/good/compare/stdout`),
+    "M  a.txt\nA  ok.txt\n",
+  );
+  await assertNoThrowaway(sb, id);
+});

@@ -30,6 +30,8 @@ export interface TestSpec {
   readonly env: Readonly<Record<string, string>>;
   /** Aborts every run: Ctrl-C at the CLI, or its connection dropped. */
   readonly signal: AbortSignal;
+  /** Tells the caller a line (a test waiting for a slot). */
+  readonly notice: (message: string) => void;
 }
 
 const COMPARE_PREFIX = ".compare-";
@@ -80,6 +82,11 @@ async function runOne(
   const holder = `compare:${s.id}/${label}`;
   const t0 = performance.now();
   const ms = () => Math.round(performance.now() - t0);
+  if (pool.inUse(s.session) >= pool.size) {
+    spec.notice(
+      `marsh compare: the test of ${label} waits for a slot (${pool.size} branches and tests of yours are running)`,
+    );
+  }
   if (!(await pool.wait(s.session, holder, spec.signal))) {
     return { exit: null, ms: 0, status: "cancelled" };
   }

@@ -113,6 +113,7 @@ export async function compareSplit(
       timeoutS: test.request.timeoutS,
       env: test.request.env,
       signal,
+      notice: (message) => void test.conn.send({ v: 1, t: "notice", message }),
     }));
   const byLabel = new Map(tested.map((label, i) => [label, results[i]!]));
   const withTests = rows.map((r) => ({
@@ -126,7 +127,7 @@ export async function compareSplit(
 /** `--test` as asked, and the connection whose Ctrl-C (or drop) cancels it. */
 export interface CompareTestRun {
   readonly request: CompareTestRequest;
-  readonly conn: Pick<SplitConn, "next">;
+  readonly conn: Pick<SplitConn, "next" | "send">;
 }
 
 /**

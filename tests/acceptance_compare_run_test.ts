@@ -303,3 +303,59 @@ Deno.test({
   );
   await assertNoThrowaway(sb, id);
 });
+
+/** The most intervals `[start, end]` that overlap at any one time. */
+function maxOverlap(intervals: readonly (readonly [number, number])[]): number {
+  const edges = intervals.flatMap(([a, b]) => [[a, 1], [b, -1]] as const)
+    .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  let now = 0, max = 0;
+  for (const [, d] of edges) max = Math.max(max, now += d);
+  return max;
+}
+
+Deno.test({
+  name:
+    "marsh compare --test under the pool: with one of 8 slots held by a running branch, 8 tests run 7 at a time and all finish",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const labels = ["b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"];
+  const made = await sb.marsh([
+    "split",
+    "-n",
+    ...labels.flatMap((l) => ["-b", `${l}=echo ${l} > ${l}.txt`]),
+  ]);
+  assert.equal(made.code, 0, show(made));
+  const id = handleId(made.stdout);
+  // Another split of yours holds one slot until the gate opens.
+  const gate = `${sb.scratch}/gate`;
+  const holder = sb.spawnMarsh([
+    "split",
+    "-n",
+    "-b",
+    `hold=touch '${sb.scratch}/holding'; while [ ! -e '${gate}' ]; do sleep 0.05; done`,
+  ]);
+  await waitFor("the holding branch to run", () => exists(`${sb.scratch}/holding`));
+  const r = await sb.marsh([
+    "compare",
+    id,
+    "--json",
+    "--test",
+    `s=$(date +%s%N); sleep 1; echo "$s $(date +%s%N)" > '${sb.scratch}/t-'$(ls b*.txt)`,
+  ]);
+  Deno.writeTextFileSync(gate, "");
+  assert.equal((await finish(holder, "the holding split")).code, 0);
+  assert.equal(r.code, 0, show(r));
+  const rows = (JSON.parse(r.stdout) as { branches: Row[] }).branches;
+  assert.deepEqual(rows.map((x) => x.test?.status), labels.map(() => "exited 0"));
+  assert.match(
+    r.stderr,
+    /marsh compare: the test of b8 waits for a slot \(8 branches and tests of yours are running\)/,
+  );
+  const intervals = labels.map((l) => {
+    const [a, b] = Deno.readTextFileSync(`${sb.scratch}/t-${l}.txt`).trim().split(" ").map(Number);
+    return [a!, b!] as const;
+  });
+  assert.equal(maxOverlap(intervals), 7, JSON.stringify(intervals));
+  await assertNoThrowaway(sb, id);
+});

@@ -103,17 +103,15 @@ async function runOne(
     const attempt = `${s.id}-${label}-cmp${newId().slice(0, 4)}`;
     dir = `${cx.d.home}/${ATTEMPTS_DIR}/${attempt}`;
     Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const started = performance.now();
-    result = await launch(cx, s, label, forked, attempt, dir, spec);
-    result = { ...result, ms: Math.round(performance.now() - started) };
-    await splitfs.request({
-      v: 1,
-      t: "compare-out",
-      id: s.id,
-      label,
-      stdout: `${dir}/stdout`,
-      stderr: `${dir}/stderr`,
-    });
+    // Ctrl-C while the fork was being made: nothing is launched.
+    if (spec.signal.aborted) {
+      result = { exit: null, ms: 0, status: "cancelled" };
+    } else {
+      const started = performance.now();
+      result = await launch(cx, s, label, forked, attempt, dir, spec);
+      result = { ...result, ms: Math.round(performance.now() - started) };
+      result = await keepOutput(cx, s, label, dir, result);
+    }
   } catch (error) {
     const why = error instanceof SplitfsError ? error.message : errorText(error);
     log.info(`compare ${s.id}/${label}: test: ${why}`);
@@ -136,6 +134,38 @@ async function runOne(
   if (dir !== null) removeAttemptDir(dir, log, `compare ${s.id}/${label}`);
   if (freed) pool.release(s.session, holder);
   return result;
+}
+
+/**
+ * Has the service copy the test's output files into `out/<label>/compare/`.
+ * A launch that failed before the worker made them has none: nothing to keep.
+ */
+async function keepOutput(
+  cx: SplitContext,
+  s: SplitRecord,
+  label: string,
+  dir: string,
+  result: CompareTest,
+): Promise<CompareTest> {
+  const stdout = `${dir}/stdout`, stderr = `${dir}/stderr`;
+  if (!exists(stdout) || !exists(stderr)) return result;
+  try {
+    await cx.d.splitfs.request({ v: 1, t: "compare-out", id: s.id, label, stdout, stderr });
+    return result;
+  } catch (error) {
+    cx.d.log.info(`compare ${s.id}/${label}: output not kept: ${errorText(error)}`);
+    return { ...result, status: `${result.status}; its output was not kept: ${errorText(error)}` };
+  }
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
 }
 
 /** Launches the test on the worker and waits until every process of it is gone. */

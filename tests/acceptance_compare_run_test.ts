@@ -359,3 +359,25 @@ Deno.test({
   assert.equal(maxOverlap(intervals), 7, JSON.stringify(intervals));
   await assertNoThrowaway(sb, id);
 });
+
+Deno.test({
+  name:
+    "marsh compare --test: a symlink planted at out/<label>/compare is not followed; the row says the output was not kept",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const id = await twoBranches(sb);
+  const out = `${sb.project}/.marsh/split/${id}/out`;
+  Deno.mkdirSync(`${sb.scratch}/elsewhere`);
+  Deno.symlinkSync(`${sb.scratch}/elsewhere`, `${out}/good/compare`);
+  const rows = await compareJson(sb, [id, "--test", "echo secret"]);
+  assert.equal(
+    row(rows, "good").test?.status,
+    "exited 0; its output was not kept: out/good/compare was tampered with",
+  );
+  assert.equal(row(rows, "good").test?.exit, 0);
+  assert.deepEqual([...Deno.readDirSync(`${sb.scratch}/elsewhere`)], []);
+  assert.equal(row(rows, "bad").test?.status, "exited 0");
+  assert.equal(Deno.readTextFileSync(`${out}/bad/compare/stdout`), "secret\n");
+  await assertNoThrowaway(sb, id);
+});

@@ -41,7 +41,8 @@ when they are taken), contained as a shell branch is; the branch's own fork
 and patch are not changed. The rows get the test's exit and time (TEST,
 TIME), and its output is kept in out/LABEL/compare/stdout and stderr. A
 test still running after --timeout seconds (1-3600, default 600) is
-stopped: SIGINT, then SIGKILL after 10 s. Ctrl-C cancels every test.
+stopped: SIGINT, then SIGKILL after 10 s. Ctrl-C cancels every test (a
+second Ctrl-C stops waiting for them).
 
 Only the split's creator may compare it. Exit status: 0 shown (whatever the
 tests' exits), 2 usage or refused, 125 failure, 130 tests cancelled by
@@ -133,19 +134,31 @@ export async function compareCommand(
     "marsh compare",
     io.error,
   );
-  let interrupted = false;
+  let interrupts = 0;
+  const stopWaiting = Promise.withResolvers<null>();
   const reply = opts.test === undefined ? await ask : await signals.trapInterrupts(() => {
-    if (interrupted) return;
-    interrupted = true;
-    io.error("marsh compare: cancelling the tests");
+    interrupts++;
+    if (interrupts === 2) {
+      // The dropped connection cancels what the first Ctrl-C has not yet stopped.
+      io.error("marsh compare: stopped waiting; the tests are cancelled without their rows");
+      stopWaiting.resolve(null);
+      return;
+    }
+    if (interrupts > 1) return;
+    io.error("marsh compare: cancelling the tests; Ctrl-C again to stop waiting");
     conn.send({ v: 1, t: "resolve.compare.cancel" }).catch((error) => {
       if (!(error instanceof DaemonConnectionError)) throw error;
       // The daemon already closed the stream; the request reports what it said.
     });
-  }, () => ask);
+  }, () => Promise.race([ask, stopWaiting.promise]));
+  if (reply === null) {
+    // Closing the connection ends the request with an error nobody waits for.
+    ask.catch(() => {});
+    return 130;
+  }
   const { v: _v, t: _t, ...doc } = reply;
   await io.write(enc.encode(opts.json ? `${JSON.stringify(doc)}\n` : formatCompare(reply)));
-  return interrupted ? 130 : 0;
+  return interrupts > 0 ? 130 : 0;
 }
 
 function testCells(t: CompareTest | undefined): [string, string] {

@@ -381,3 +381,45 @@ Deno.test({
   assert.equal(Deno.readTextFileSync(`${out}/bad/compare/stdout`), "secret\n");
   await assertNoThrowaway(sb, id);
 });
+
+Deno.test({
+  name:
+    "a second Ctrl-C at marsh compare --test stops waiting: exit 130 at once, the tests still end",
+  permissions: PERMISSIONS,
+}, async () => {
+  // The default 10 s grace: the INT trap keeps the tests alive after the first Ctrl-C.
+  await using sb = await Sandbox.create();
+  const id = await twoBranches(sb);
+  const child = sb.spawnMarsh([
+    "compare",
+    id,
+    "--test",
+    `trap '' INT; touch '${sb.scratch}/started-'$RANDOM; sleep 29.173`,
+  ]);
+  await waitFor(
+    "both tests to start",
+    () =>
+      [...Deno.readDirSync(sb.scratch)].filter((e) => e.name.startsWith("started-")).length === 2,
+  );
+  child.kill("SIGINT");
+  // Two signals at once could be heard as one.
+  await new Promise((r) => setTimeout(r, 200));
+  const sent = Date.now();
+  child.kill("SIGINT");
+  const r = await finish(child, "the twice interrupted marsh compare");
+  assert.ok(Date.now() - sent < 3_000, `took ${Date.now() - sent} ms`);
+  assert.equal(r.code, 130, show(r));
+  assert.match(r.stderr, /stopped waiting; the tests are cancelled without their rows/);
+  assert.equal(r.stdout, "");
+  await waitFor("the tests to end and their forks to go", async () => {
+    const ps = await sb.bash("pgrep -f 'sleep 29[.]173' || true");
+    return ps.stdout === "";
+  });
+  await waitFor("the throwaway forks to be removed", async () => {
+    const left = await sb.bash(
+      `ls -a '${sb.project}/.marsh/split/${id}' | grep -F .compare- || true`,
+    );
+    return left.stdout === "";
+  });
+  await assertNoThrowaway(sb, id);
+});

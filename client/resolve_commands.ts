@@ -10,7 +10,7 @@
 import type { Command } from "commander";
 import { chooseCommand, type ChooseOptions } from "./choose_command.ts";
 import { registerCompareCommand } from "./compare_command.ts";
-import type { CliIo } from "./io.ts";
+import type { CliIo, Signals } from "./io.ts";
 import { mergeCommand, type MergeOptions } from "./merge_command.ts";
 import { promoteCommand, type PromoteOptions } from "./promote_command.ts";
 import { resolutionsCommand } from "./resolutions_command.ts";
@@ -103,6 +103,7 @@ Examples:
 /** What the registration needs of `cli_program.ts`'s `CliContext` (which it must not import: a cycle). */
 export interface ResolveCliContext {
   readonly io: CliIo;
+  readonly signals: Signals;
   readonly setStatus: (code: number) => void;
   readonly userErrors: (cmd: Command, path: string) => Command;
 }

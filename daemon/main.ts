@@ -297,6 +297,7 @@ async function main(): Promise<number> {
     open: (s) => splits.openHeld(s),
     // Wired by the lead: runGitPlanner (daemon/git_planner.ts).
     planner: plannerNotWired,
+    runTests: (s, labels, spec) => splits.compareTests(s, labels, spec),
     discard: async (id, labels, reason, who) => {
       await splits.discardBranches(id, labels, reason, who);
     },

@@ -26,7 +26,7 @@ import { promote } from "./resolve_promote.ts";
 import { undo } from "./resolve_undo.ts";
 import type { SplitConn } from "./split_context.ts";
 
-import { compareSplit } from "./resolve_compare.ts";
+import { compareSplit, type CompareTestRun } from "./resolve_compare.ts";
 import type { CompareReply } from "../protocol/daemon_compare.ts";
 
 export type { DiscardBranches, GitPlanner, ResolveDeps } from "./resolve_context.ts";
@@ -69,8 +69,8 @@ export class Resolutions {
   }
 
   /** `marsh compare` (`resolve_compare.ts`): one row per branch, changing nothing. */
-  compare(auth: Authority, id: string): Promise<CompareReply> {
-    return compareSplit(this.#d, auth, id);
+  compare(auth: Authority, id: string, test?: CompareTestRun): Promise<CompareReply> {
+    return compareSplit(this.#d, auth, id, test);
   }
 
   /** `marsh resolutions`: the host sees every one; a branch or a job the ones it asked for. */

@@ -98,6 +98,8 @@ function world(): World {
         discards.push({ split, labels, reason, who });
         return Promise.resolve();
       },
+      // compare --test runs real tests in tests/acceptance_compare_run_test.ts; none here.
+      runTests: () => Promise.reject(new Error("no test runs in this fake")),
       now: () => clock++,
     }),
     [Symbol.dispose]() {

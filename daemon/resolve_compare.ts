@@ -3,33 +3,48 @@
  * per branch, from the journal (state, placement, exit), the service's
  * counts of its patch and overlaps (`branch-stats`), and a dry run of its
  * `--git` merge onto the source as it is now. Nothing outside the split's
- * own object store is written.
+ * own object store is written. With `--test`, the test runs in a throwaway
+ * fork of each captured branch (`daemon/compare_runs.ts`) and each row gets
+ * its result.
  *
  * @module
  */
 
 import { countOps, isClean } from "../model/resolution_plan.ts";
-import { COMPARE_SCHEMA, type CompareReply, type CompareRow } from "../protocol/daemon_compare.ts";
+import {
+  COMPARE_SCHEMA,
+  type CompareReply,
+  type CompareRow,
+  type CompareTestRequest,
+} from "../protocol/daemon_compare.ts";
 import type { BranchStatsReply } from "../protocol/splitfs_compare.ts";
 import type { Authority } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import { authorize, type ResolveDeps, serviceRefusal } from "./resolve_context.ts";
 import { mergePlan } from "./resolve_merge.ts";
+import type { SplitConn } from "./split_context.ts";
 
 /**
  * Compares every branch of split `id` for `auth`.
  *
- * @throws {RequestError} 2 for an unknown split or a caller that is not its creator;
- *   125 when the split's workspace cannot be read
+ * @throws {RequestError} 2 for an unknown split or one whose results are gone,
+ *   1 for a caller that is not its creator; 125 when its results cannot be read
  */
 export async function compareSplit(
   d: ResolveDeps,
   auth: Authority,
   id: string,
+  test?: CompareTestRun,
 ): Promise<CompareReply> {
   const s = d.journal.getSplit(id);
   if (s === null) throw new RequestError(2, `no split ${id}; marsh splits lists them`);
   authorize(auth, s.creator, "compare", `split ${id}`);
+  if (test && auth.kind === "job") {
+    throw new RequestError(
+      2,
+      "marsh compare --test cannot run inside a Kit job: run it from the host, or run the test in a branch",
+    );
+  }
   if (s.state !== "run" && s.state !== "await" && s.state !== "kept") {
     throw new RequestError(
       2,
@@ -86,5 +101,53 @@ export async function compareSplit(
       ...(note !== undefined ? { note } : {}),
     });
   }
-  return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: rows };
+  if (test === undefined) return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: rows };
+  const tested = rows.filter((r) => r.captured).map((r) => r.label);
+  const results = await withCancel(test.conn, (signal) =>
+    d.runTests(s, tested, {
+      script: test.request.script,
+      timeoutS: test.request.timeoutS,
+      env: test.request.env,
+      signal,
+      notice: (message) => void test.conn.send({ v: 1, t: "notice", message }),
+    }));
+  const byLabel = new Map(tested.map((label, i) => [label, results[i]!]));
+  const withTests = rows.map((r) => ({
+    ...r,
+    test: byLabel.get(r.label) ??
+      { exit: null, ms: 0, status: `not run: not captured (${r.status ?? r.state})` },
+  }));
+  return { v: 1, t: "compare", schema: COMPARE_SCHEMA, id, branches: withTests };
+}
+
+/** `--test` as asked, and the connection whose Ctrl-C (or drop) cancels it. */
+export interface CompareTestRun {
+  readonly request: CompareTestRequest;
+  readonly conn: Pick<SplitConn, "next" | "send">;
+}
+
+/**
+ * Runs `body` with a signal that aborts when the caller sends
+ * `resolve.compare.cancel` or drops the connection.
+ */
+async function withCancel<T>(
+  conn: Pick<SplitConn, "next">,
+  body: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const abort = new AbortController();
+  let done = false;
+  void (async () => {
+    while (!done) {
+      const frame = await conn.next();
+      if (frame === null || frame.t === "resolve.compare.cancel") {
+        abort.abort();
+        return;
+      }
+    }
+  })();
+  try {
+    return await body(abort.signal);
+  } finally {
+    done = true;
+  }
 }

@@ -22,6 +22,8 @@ import type { Authority } from "./conn.ts";
 import { creatorOf, sameCreator } from "./creator.ts";
 import type { Log } from "./log.ts";
 import { RequestError } from "./request_error.ts";
+import type { TestSpec } from "./compare_runs.ts";
+import type { CompareTest } from "../protocol/daemon_compare.ts";
 
 export type { GitPlanner } from "../protocol/splitfs_resolve.ts";
 
@@ -51,6 +53,15 @@ export interface ResolveDeps {
   readonly open: (s: SplitRecord) => Promise<void>;
   readonly planner: GitPlanner;
   readonly discard: DiscardBranches;
+  /**
+   * `marsh compare --test`: runs the test in a throwaway fork of each of
+   * `labels` (`daemon/compare_runs.ts`), answering in the same order.
+   */
+  readonly runTests: (
+    s: SplitRecord,
+    labels: readonly string[],
+    spec: TestSpec,
+  ) => Promise<CompareTest[]>;
   /** Unix ms; tests fix it. */
   readonly now: () => number;
 }

@@ -341,7 +341,13 @@ export class Server implements BranchSockets {
         await conn.send({ v: 1, t: "status", ...hooks.status() });
         return;
       case "resolve.compare":
-        await conn.send(await this.#resolver().compare(conn.authority, frame.id));
+        await conn.send(
+          await this.#resolver().compare(
+            conn.authority,
+            frame.id,
+            frame.test ? { request: frame.test, conn } : undefined,
+          ),
+        );
         return;
       case "gc":
         if (conn.authority.kind !== "host") {

@@ -33,6 +33,8 @@ import { ensureOpen, join, readOut } from "./split_join.ts";
 import { RequestError } from "./request_error.ts";
 import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
+import { runTests, type TestSpec } from "./compare_runs.ts";
+import type { CompareTest } from "../protocol/daemon_compare.ts";
 import { discardBranches, discardRequest, type DiscardResult } from "./split_discard.ts";
 import type { DiscardRequest } from "../protocol/daemon_discard.ts";
 import type { Creator } from "../journal/records.ts";
@@ -125,6 +127,11 @@ export class Splits {
         ? new RequestError(2, `split ${s.id}: ${error.message}`)
         : error;
     }
+  }
+
+  /** `marsh compare --test`: the test in a throwaway fork of each branch (`daemon/compare_runs.ts`). */
+  compareTests(s: SplitRecord, labels: readonly string[], spec: TestSpec): Promise<CompareTest[]> {
+    return runTests(this.#cx, s, labels, spec);
   }
 
   /** `marsh discard ID [LABEL...]`: only the split's creator (daemon/split_discard.ts). */

@@ -21,10 +21,13 @@ import {
 } from "../protocol/worker.ts";
 import { entryCommand } from "../protocol/entrypoints.ts";
 
-/** What a shell branch attempt runs with: the launch frame without its envelope. */
+/**
+ * What a shell branch attempt runs with: the launch frame without its
+ * envelope. Only a `marsh compare --test` run has no `socket`.
+ */
 export type LaunchSpec =
-  & Omit<LaunchRequest, "v" | "t" | "outputLimit" | "socket">
-  & Required<Pick<LaunchRequest, "outputLimit" | "socket">>;
+  & Omit<LaunchRequest, "v" | "t" | "outputLimit">
+  & Required<Pick<LaunchRequest, "outputLimit">>;
 
 /** The events of one attempt. */
 export interface AttemptEvents {

@@ -21,7 +21,6 @@ import {
   type SplitsPruneRequest,
 } from "./housekeeping.ts";
 import type { Manifest } from "./manifest.ts";
-import { type CompareReply, compareReplyOk, type CompareRequest } from "./daemon_compare.ts";
 import {
   parseResolveClientFrame,
   RESOLVE_CLIENT_FRAMES,
@@ -38,6 +37,14 @@ import {
   type DiscardRequest,
   parseDiscardRequest,
 } from "./daemon_discard.ts";
+import {
+  type CompareCancelFrame,
+  type CompareReply,
+  compareReplyOk,
+  type CompareRequest,
+  compareTestProblem,
+  type CompareTestRequest,
+} from "./daemon_compare.ts";
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const DAEMON_PROTOCOL = 1;
@@ -232,7 +239,8 @@ export type ClientFrame =
   | WorkersResetRequest
   | CompareRequest
   | ResolveClientFrame
-  | DiscardRequest;
+  | DiscardRequest
+  | CompareCancelFrame;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -543,6 +551,18 @@ function branchSpec(x: unknown): BranchSpec {
   throw new DaemonProtocolError("malformed branch");
 }
 
+function compareTest(x: Record<string, unknown>): CompareTestRequest {
+  const t = x.test;
+  if (!isObject(t)) throw new DaemonProtocolError("malformed resolve.compare frame: test");
+  const problem = compareTestProblem(t.timeoutS);
+  if (problem !== null) {
+    throw new DaemonProtocolError(`malformed resolve.compare frame: test: ${problem}`);
+  }
+  const script = str(t, "script");
+  if (script === "") throw new DaemonProtocolError("malformed resolve.compare frame: test.script");
+  return { script, timeoutS: t.timeoutS as number, env: env(t.env) };
+}
+
 function env(x: unknown): Record<string, string> {
   if (!isObject(x)) throw new DaemonProtocolError("malformed env");
   const out: Record<string, string> = {};
@@ -687,7 +707,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "workers.reset":
       return { v: 1, t: "workers.reset", kit: str(x, "kit", 256) };
     case "resolve.compare":
-      return { v: 1, t: "resolve.compare", id: str(x, "id", 128) };
+      return {
+        v: 1,
+        t: "resolve.compare",
+        id: str(x, "id", 128),
+        ...(x.test === undefined ? {} : { test: compareTest(x) }),
+      };
+    case "resolve.compare.cancel":
+      return { v: 1, t: "resolve.compare.cancel" };
   }
   if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
     try {

@@ -44,8 +44,16 @@ import { DISCARD_REQUESTS, type DropForkRequest, parseDiscardRequest } from "./s
 import {
   type BranchStatsReply,
   type BranchStatsRequest,
+  type CompareDropRequest,
+  type CompareForkedReply,
+  type CompareForkRequest,
+  type CompareOutRequest,
   parseBranchStatsReply,
   parseBranchStatsRequest,
+  parseCompareDropRequest,
+  parseCompareForkedReply,
+  parseCompareForkRequest,
+  parseCompareOutRequest,
 } from "./splitfs_compare.ts";
 import {
   parseResolveReply,
@@ -241,6 +249,9 @@ export type SplitfsRequest =
   | ProcessRequest
   | PurgeRequest
   | BranchStatsRequest
+  | CompareForkRequest
+  | CompareOutRequest
+  | CompareDropRequest
   | ResolveRequest
   | DropForkRequest;
 
@@ -403,6 +414,7 @@ export type SplitfsReply =
   | OutCheckedReply
   | ResolveReply
   | BranchStatsReply
+  | CompareForkedReply
   | OkReply
   | ErrorReply;
 
@@ -500,6 +512,12 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
       return parseExportObjectsRequest(x);
     case "branch-stats":
       return parseBranchStatsRequest(x);
+    case "compare-fork":
+      return parseCompareForkRequest(x);
+    case "compare-out":
+      return parseCompareOutRequest(x);
+    case "compare-drop":
+      return parseCompareDropRequest(x);
     case "remove":
     case "release":
       return { v: 1, t: x.t, id: str(x, "id") };
@@ -615,6 +633,8 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
       return parseExportedReply(x);
     case "branch-stats":
       return parseBranchStatsReply(x);
+    case "compare-forked":
+      return parseCompareForkedReply(x);
     case "out-checked":
       return parseOutCheckedReply(x);
     case "ok":

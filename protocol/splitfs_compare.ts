@@ -10,7 +10,7 @@
 import { labelProblem } from "../model/layout.ts";
 import { MAX_BRANCHES } from "../model/limits.ts";
 import { ProtocolError } from "./protocol_error.ts";
-import { list, num, str } from "./splitfs_fields.ts";
+import { absPath, list, num, str } from "./splitfs_fields.ts";
 
 /**
  * Count the patches of `labels` of split `id` (`out/<label>/diff.patch` and
@@ -87,5 +87,91 @@ export function parseBranchStatsReply(x: Record<string, unknown>): BranchStatsRe
         })),
       };
     }),
+  };
+}
+
+/**
+ * Make a throwaway fork of branch `label`'s result for `marsh compare
+ * --test` (`<split>/.compare-<label>`). Answered with `compare-forked`.
+ */
+export interface CompareForkRequest {
+  readonly v: 1;
+  readonly t: "compare-fork";
+  readonly id: string;
+  readonly label: string;
+}
+
+/** The throwaway fork made. */
+export interface CompareForkedReply {
+  readonly v: 1;
+  readonly t: "compare-forked";
+  readonly label: string;
+  /** Absolute: `<root>/.marsh/split/<id>/.compare-<label>`. */
+  readonly path: string;
+  /** How it was made: `overlay`, `userns-overlay` or a copy strategy. */
+  readonly strategy: string;
+}
+
+/**
+ * Replace `out/<label>/compare/stdout` and `stderr` with the test's output
+ * files (absolute paths in the control dir). Answered with `ok`.
+ */
+export interface CompareOutRequest {
+  readonly v: 1;
+  readonly t: "compare-out";
+  readonly id: string;
+  readonly label: string;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Remove branch `label`'s throwaway fork (unmounted and verified first).
+ * Answered with `ok`; nothing there is fine.
+ */
+export interface CompareDropRequest {
+  readonly v: 1;
+  readonly t: "compare-drop";
+  readonly id: string;
+  readonly label: string;
+}
+
+function oneLabel(x: Record<string, unknown>): string {
+  const label = str(x, "label");
+  const problem = labelProblem(label);
+  if (problem) throw new ProtocolError(`malformed ${String(x.t)} frame: ${problem}`);
+  return label;
+}
+
+/** Validates a `compare-fork` request (its `v` and `t` are checked by the caller). */
+export function parseCompareForkRequest(x: Record<string, unknown>): CompareForkRequest {
+  return { v: 1, t: "compare-fork", id: str(x, "id"), label: oneLabel(x) };
+}
+
+/** Validates a `compare-out` request. */
+export function parseCompareOutRequest(x: Record<string, unknown>): CompareOutRequest {
+  return {
+    v: 1,
+    t: "compare-out",
+    id: str(x, "id"),
+    label: oneLabel(x),
+    stdout: absPath(x, "stdout"),
+    stderr: absPath(x, "stderr"),
+  };
+}
+
+/** Validates a `compare-drop` request. */
+export function parseCompareDropRequest(x: Record<string, unknown>): CompareDropRequest {
+  return { v: 1, t: "compare-drop", id: str(x, "id"), label: oneLabel(x) };
+}
+
+/** Validates a `compare-forked` reply. */
+export function parseCompareForkedReply(x: Record<string, unknown>): CompareForkedReply {
+  return {
+    v: 1,
+    t: "compare-forked",
+    label: str(x, "label"),
+    path: absPath(x, "path"),
+    strategy: str(x, "strategy"),
   };
 }

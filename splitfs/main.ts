@@ -300,6 +300,17 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     case "plan-fs":
       send(workspace(req.id).planFs(req));
       return;
+    case "compare-fork":
+      send({ v: 1, t: "compare-forked", ...workspace(req.id).tests.make(req.label) });
+      return;
+    case "compare-out":
+      workspace(req.id).tests.publish(req.label, req);
+      send({ v: 1, t: "ok" });
+      return;
+    case "compare-drop":
+      workspace(req.id).tests.drop(req.label);
+      send({ v: 1, t: "ok" });
+      return;
     case "proc-starts":
       send({ v: 1, t: "proc-starts", starts: req.pids.map(processStart) });
       return;

@@ -675,3 +675,39 @@ Deno.test({
   assert.equal((await w.marsh(["splits", "--all"])).stdout, "no splits\n");
   assert.equal(Deno.readTextFileSync(`${w.project}/f.txt`), "f\nx\n");
 });
+
+Deno.test({
+  name:
+    "unprivileged: marsh compare --test as nobody tests each branch in a throwaway fork in the service's namespace, then removes it",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create();
+  const split = await w.marsh(["split", "-n", "-b", "a=echo x >> f.txt", "-b", "b=rm g.txt"]);
+  assert.equal(split.code, 0, show(split));
+  const id = handleId(split.stdout);
+  const r = await w.marsh([
+    "compare",
+    id,
+    "--json",
+    "--test",
+    'grep -q x f.txt; e=$?; echo new > n.txt; echo "$(pwd) $(id -u)"; exit $e',
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const rows =
+    (JSON.parse(r.stdout) as { branches: { label: string; test?: { status: string } }[] })
+      .branches;
+  assert.deepEqual(rows.map((b) => [b.label, b.test?.status]), [["a", "exited 0"], [
+    "b",
+    "exited 1",
+  ]]);
+  const m = await w.manifest(id);
+  // The project view, made in the service's user namespace (uid 0 there).
+  assert.equal(w.out(m, "a", "compare/stdout"), `${w.project} 0\n`);
+  const dir = `${w.project}/.marsh/split/${id}`;
+  for (const label of ["a", "b"]) {
+    assert.ok(!exists(`${dir}/.overlay/${label}/upper/n.txt`), "the branch's work is untouched");
+  }
+  assert.ok(!exists(`${dir}/.compare-a`) && !exists(`${dir}/.compare-b`));
+  const svc = await w.service();
+  assert.deepEqual((await mountsOf(svc.pid, w.base)).filter((p) => p.includes(".compare-")), []);
+});

@@ -43,6 +43,7 @@ import { closeHeld, removeSplit } from "./split_removal.ts";
 import { dropFork } from "./fork_drop.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
 import { planFs } from "../resolve/plan_fs.ts";
+import { TestForks } from "../resolve/compare_fork.ts";
 import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
@@ -56,9 +57,12 @@ export type { OpenOptions } from "./split_reopen.ts";
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
 export class SplitWorkspace implements Disposable {
   readonly #held: Held;
+  /** The throwaway forks of `marsh compare --test` (`splitfs/resolve/compare_fork.ts`). */
+  readonly tests: TestForks;
 
   private constructor(held: Held) {
     this.#held = held;
+    this.tests = new TestForks(held);
   }
 
   /** The project root, absolute and real. */
@@ -336,6 +340,8 @@ export class SplitWorkspace implements Disposable {
    * @throws {MountPointError} and removes nothing when a mount marsh did not make is there
    */
   remove(): void {
+    // Its mounts are unmounted with the split's own; our descriptors would keep them busy.
+    this.tests.close();
     removeSplit(this.#held);
   }
 
@@ -352,6 +358,7 @@ export class SplitWorkspace implements Disposable {
 
   /** Closes every descriptor; a second call does nothing. */
   close(): void {
+    this.tests.close();
     closeHeld(this.#held);
   }
 

@@ -39,6 +39,7 @@ import {
 } from "./split_held.ts";
 import { closeHeld, removeSplit } from "./split_removal.ts";
 import { type OpenOptions, openSplit } from "./split_reopen.ts";
+import { openResolveView, type ResolveView } from "./split_resolve_view.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
 
@@ -47,6 +48,7 @@ export { NESTED_FORK_REASON } from "./split_create.ts";
 export type { ForkInfo } from "./split_fork.ts";
 export type { Identity } from "./split_held.ts";
 export type { OpenOptions } from "./split_reopen.ts";
+export type { ResolveView } from "./split_resolve_view.ts";
 
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
 export class SplitWorkspace implements Disposable {
@@ -296,6 +298,17 @@ export class SplitWorkspace implements Disposable {
       : this.#held.rootDir.openPath(`${GIT_NAME}/objects`);
     const summary = exportPatchObjects(outDir(this.#held), labels, store, target);
     return { ...summary, target: target.path };
+  }
+
+  /**
+   * What resolving branch `label` reads: the store, out/, its fork and the
+   * source (`split_resolve_view.ts`); close it when done.
+   *
+   * @throws {RefusedError} for a bad label or the wrong creator
+   * @throws {WorkspaceReplacedError} when the split, out/ or the fork was replaced
+   */
+  resolveView(label: string, parent: SplitParent | null): ResolveView {
+    return openResolveView(this.#held, label, parent);
   }
 
   /**

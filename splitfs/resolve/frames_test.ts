@@ -150,13 +150,32 @@ Deno.test({
 }, async () => {
   using sb = sandbox("marsh-resolve-");
   await using svc = SplitfsService.start();
-  await splitWithBranch(sb, svc);
+  const s = await splitWithBranch(sb, svc);
   await svc.request({ v: 1, t: "fork", id: "s1", label: "b" });
   await assert.rejects(
     svc.request({ v: 1, t: "merge-inputs", id: "s1", label: "b" }),
     (e) =>
       e instanceof SplitfsError && e.kind === "input" &&
       /branch b of split s1 has no captured result .*wait for it to finish/.test(e.message),
+  );
+  // A branch whose capture rejected it: its patch is untrusted.
+  await svc.request({ v: 1, t: "fork", id: "s1", label: "c" });
+  put(`${s.created.dir}/c`, "mod.txt", "from c\n");
+  await svc.request({ v: 1, t: "capture", id: "s1", label: "c" });
+  await svc.request({
+    v: 1,
+    t: "publish",
+    id: "s1",
+    label: "c",
+    status: "rejected: admin file changed: config (core.fsmonitor)",
+    stdout: null,
+    stderr: null,
+  });
+  await assert.rejects(
+    svc.request({ v: 1, t: "merge-inputs", id: "s1", label: "c" }),
+    (e) =>
+      e instanceof SplitfsError && e.kind === "input" &&
+      /branch c of split s1 was rejected: admin file changed.*cannot be merged/.test(e.message),
   );
   await assert.rejects(
     svc.request({ v: 1, t: "merge-inputs", id: "nope", label: "a" }),

@@ -336,3 +336,81 @@ Deno.test({
   assert.deepEqual(fingerprintDiff(before, treeOf(s.root)), []);
   await svc.request({ v: 1, t: "remove", id: "s1" });
 });
+
+Deno.test({
+  name: "merge-inputs and apply-plan of a nested split: the source is the creator's fork",
+  permissions: PERMS,
+}, async () => {
+  using sb = sandbox("marsh-resolve-");
+  await using svc = SplitfsService.start();
+  const s = await splitWithBranch(sb, svc);
+  const parent = { split: "s1", label: "a" };
+  const nested = await svc.request<CreatedReply>({
+    v: 1,
+    t: "create",
+    id: "n1",
+    cwd: s.fork,
+    env: { HOME: sb.home },
+    withIgnored: false,
+    forks: "auto",
+    parent,
+  });
+  const x = await svc.request<ForkedReply>({ v: 1, t: "fork", id: "n1", label: "x" });
+  put(x.path, "keep.txt", "kept by x\n");
+  await svc.request({ v: 1, t: "capture", id: "n1", label: "x" });
+  // The creator's fork moved on meanwhile; the project root did not change keep.txt at all.
+  put(s.fork, "mod.txt", "creator edit\n");
+  const inputs = await svc.request<MergeInputsReply>({
+    v: 1,
+    t: "merge-inputs",
+    id: "n1",
+    label: "x",
+    parent,
+  });
+  assert.equal(inputs.objects, `${nested.dir}/store.git/objects`);
+  assert.deepEqual(inputs.paths, [{
+    path: "keep.txt",
+    base: file("keep\n"),
+    branch: file("kept by x\n"),
+    source: file("keep\n"),
+  }]);
+  // Without its creator, a nested split's resolution is refused.
+  await assert.rejects(
+    svc.request({ v: 1, t: "merge-inputs", id: "n1", label: "x" }),
+    (e) => e instanceof SplitfsError && /split n1 was made by s1\/a/.test(e.message),
+  );
+  const rootBefore = treeOf(sb.root);
+  const applied = await svc.request<AppliedReply>({
+    v: 1,
+    t: "apply-plan",
+    id: "n1",
+    label: "x",
+    root: s.fork,
+    resolution: "n-r1",
+    parent,
+    plan: {
+      scope: "git",
+      trees: { base: null, source: null, branch: null, result: null },
+      entries: [{
+        op: "take",
+        path: "keep.txt",
+        before: file("keep\n"),
+        after: file("kept by x\n") as Exclude<Signature, { kind: "absent" }>,
+        bytes: "store",
+      }],
+    },
+  });
+  assert.equal(applied.changed, 1);
+  assert.equal(text(`${s.fork}/keep.txt`), "kept by x\n");
+  assert.equal(
+    text(`${sb.root}/keep.txt`),
+    "keep\n",
+    "the project root is not the nested split's source",
+  );
+  assert.deepEqual(
+    fingerprintDiff(rootBefore, treeOf(sb.root)).filter((l) => !l.includes(".marsh")),
+    [],
+  );
+  await svc.request({ v: 1, t: "remove", id: "n1" });
+  await svc.request({ v: 1, t: "remove", id: "s1" });
+});

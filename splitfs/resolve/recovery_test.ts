@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import type { CreatedReply } from "../../protocol/splitfs.ts";
 import type { RecoveredReply } from "../../protocol/splitfs_resolve.ts";
-import { SplitfsService } from "../../protocol/splitfs_client.ts";
+import { SplitfsError, SplitfsService } from "../../protocol/splitfs_client.ts";
 import { exists, fingerprintDiff, sandbox } from "../_testing.ts";
 import { blobId, hexOf } from "../git/tree_id.ts";
 import { planOf, type Spec, treeOf, treeOfSpec, writeSpec } from "../apply/_apply_testing.ts";
@@ -133,5 +133,42 @@ Deno.test({
   assert.deepEqual(fingerprintDiff(pre, treeOf(sb.root)), []);
   // The snapshot is of the pre-state, not of a half-applied tree.
   assert.equal(created.snapshot.files, 3);
+  await svc.request({ v: 1, t: "remove", id: "s1" });
+});
+
+Deno.test({
+  name: "recovery: a failure is reported, refuses new resolutions, and is retried",
+  permissions: PERMS,
+}, async () => {
+  using sb = sandbox("marsh-recover-");
+  await interrupted(sb, "mkdir-4:done");
+  // A file in the directory the apply made: rolling back cannot remove it.
+  Deno.writeTextFileSync(`${sb.root}/new/intruder.txt`, "mine\n");
+  await using svc = SplitfsService.start();
+  // A split is still made (the failure is logged), but no resolution runs.
+  await svc.request<CreatedReply>({
+    v: 1,
+    t: "create",
+    id: "s1",
+    cwd: sb.root,
+    env: {},
+    withIgnored: false,
+    forks: "copy",
+  });
+  await assert.rejects(
+    svc.request({ v: 1, t: "recover-resolutions", root: sb.root }),
+    (e) =>
+      e instanceof SplitfsError && e.kind === "input" &&
+      /could not be recovered, so nothing new runs there: resolution r1: .*new/.test(e.message),
+  );
+  await assert.rejects(
+    svc.request({ v: 1, t: "undo-resolution", root: sb.root, resolution: "r1", by: "u1" }),
+    (e) => e instanceof SplitfsError && /could not be recovered/.test(e.message),
+  );
+  assert.ok(exists(`${sb.root}/.marsh/resolve/r1/log`), "the log is kept for the next try");
+  Deno.removeSync(`${sb.root}/new/intruder.txt`);
+  const r = await svc.request<RecoveredReply>({ v: 1, t: "recover-resolutions", root: sb.root });
+  assert.deepEqual(r.resolutions, [{ id: "r1", state: "pre" }]);
+  assert.deepEqual(fingerprintDiff(treeOfSpec(sb.top, PRE), treeOf(sb.root)), []);
   await svc.request({ v: 1, t: "remove", id: "s1" });
 });

@@ -42,6 +42,8 @@ import { unmountSplit } from "./fork/split_mounts.ts";
 import { probeForks } from "./fork/fork_choice.ts";
 import { collectLayers } from "./workspace/split_gc.ts";
 import { SplitWorkspace } from "./workspace/workspace.ts";
+import { handleResolution } from "./resolve/frames.ts";
+import { ProjectRecovery } from "./resolve/recovery.ts";
 
 const CHUNK = 256 * 1024;
 const DEFAULT_PROGRESS_MS = 250;
@@ -90,6 +92,8 @@ function progressSender(intervalMs: number): (p: { files: number; bytes: number 
 const splits = new Map<string, SplitWorkspace>();
 /** Set at start from the arguments; empty (writing no holder) until then. */
 let locks = new ProjectLocks(null);
+/** Recovers a project's interrupted resolutions once its lock is first held (docs/resolution.md). */
+const recovery = new ProjectRecovery(() => locks);
 
 function workspace(id: string): SplitWorkspace {
   const ws = splits.get(id);
@@ -100,8 +104,14 @@ function workspace(id: string): SplitWorkspace {
 const wire = (id: readonly [bigint, bigint]) => [String(id[0]), String(id[1])] as const;
 const unwire = (id: readonly [string, string]) => [BigInt(id[0]), BigInt(id[1])] as const;
 
-function handle(req: SplitfsRequest, progressMs: number): void {
+async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
   switch (req.t) {
+    case "merge-inputs":
+    case "apply-plan":
+    case "undo-resolution":
+    case "recover-resolutions":
+      send(await handleResolution(req, { workspace, recovery }));
+      return;
     case "diff": {
       const out = new ChunkSender();
       const enc = new TextEncoder();
@@ -125,6 +135,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     case "create": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
       const found = locateProject(req.cwd, req.parent);
+      await recovery.atFirstHold(found.root);
       // A nested split's creator is normally open here: its object dirs are known exactly.
       const creator = req.parent ? splits.get(req.parent.split) : undefined;
       const ws = SplitWorkspace.create({
@@ -248,12 +259,13 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     }
     case "gc": {
       const root = locateProject(req.cwd).root;
-      locks.holdIfPresent(root);
+      await recovery.atFirstHold(root);
       const r = collectLayers(root, req.dryRun);
       send({ v: 1, t: "collected", ...r });
       return;
     }
     case "purge": {
+      await recovery.atFirstHold(req.root);
       const r = purgeProject(req.root, locks, { known: new Set(req.known), dryRun: req.dryRun });
       send({ v: 1, t: "purged", ...r });
       return;
@@ -271,7 +283,7 @@ function handle(req: SplitfsRequest, progressMs: number): void {
     }
     case "reopen": {
       if (splits.has(req.id)) throw new ProtocolError(`split ${req.id} is already open`);
-      locks.holdIfPresent(req.root);
+      await recovery.atFirstHold(req.root);
       const ws = SplitWorkspace.open({
         root: req.root,
         id: req.id,
@@ -379,7 +391,7 @@ if (import.meta.main) {
   try {
     for await (const frame of readFrames(Deno.stdin.readable)) {
       try {
-        handle(parseSplitfsRequest(frame), progressMs);
+        await handle(parseSplitfsRequest(frame), progressMs);
       } catch (error) {
         send(toError(error));
       }

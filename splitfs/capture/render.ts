@@ -222,24 +222,32 @@ function unquote(s: string): { name: string; end: number } | null {
 }
 
 /**
- * The path of a `diff --git a/P b/P` line (the text after `diff --git `) in
- * the form the `files` list uses: unquoted, or C-quoted when it must be.
- * Capture writes no renames, so both names are the same path.
+ * The path of a `diff --git a/P b/P` line (the text after `diff --git `),
+ * unquoted; `null` when the line names no `a/` path. Capture writes no
+ * renames, so both names are the same path.
  */
-export function pathOfDiffLine(names: string): string {
+export function diffLinePath(names: string): string | null {
   if (names.startsWith('"')) {
     const q = unquote(names);
-    if (q && q.name.startsWith("a/")) return cQuote(q.name.slice(2));
+    if (q && q.name.startsWith("a/")) return q.name.slice(2);
   } else if (names.startsWith("a/")) {
     // "a/P b/P": the two halves have the same length.
     const len = (names.length - 5) / 2;
     if (Number.isInteger(len) && names.slice(2, 2 + len) === names.slice(len + 5)) {
-      return cQuote(names.slice(2, 2 + len));
+      return names.slice(2, 2 + len);
     }
     const cut = names.indexOf(" b/");
-    if (cut > 2) return cQuote(names.slice(2, cut));
+    if (cut > 2) return names.slice(2, cut);
   }
-  return cQuote(names);
+  return null;
+}
+
+/**
+ * The path of a `diff --git a/P b/P` line (the text after `diff --git `) in
+ * the form the `files` list uses: unquoted, or C-quoted when it must be.
+ */
+export function pathOfDiffLine(names: string): string {
+  return cQuote(diffLinePath(names) ?? names);
 }
 
 function tampered(label: string, cause: unknown): RejectedError {

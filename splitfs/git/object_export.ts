@@ -40,7 +40,8 @@ export interface ExportSummary {
 
 /** `index <40 hex>..<40 hex>[ <mode>]`: the longest header line the scan keeps. */
 const INDEX_LINE_MAX = 6 + 40 + 2 + 40 + 7;
-const INDEX_LINE = /^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: [0-7]{6})?$/;
+/** A patch's `index <old id>..<new id>[ <mode>]` line: the two ids and the mode, when given. */
+export const INDEX_LINE = /^index ([0-9a-f]{40})\.\.([0-9a-f]{40})(?: ([0-7]{6}))?$/;
 const LF = 0x0a;
 const READ_CHUNK = 1 << 20;
 const latin1 = new TextDecoder("latin1");
@@ -146,6 +147,19 @@ function readVerified(store: Dir, id: string, storePath: string): Uint8Array {
     throw new ObjectExportError(`${what} is corrupt: its content hashes to ${actual}`);
   }
   return raw;
+}
+
+/**
+ * The bytes of blob `id` in `store` (a `store.git/objects`), checked to be
+ * a well-formed blob whose SHA-1 is `id` (docs/resolution.md: an apply takes
+ * a file's bytes from the split's store).
+ *
+ * @throws {ObjectExportError} for an id the store lacks or holds corrupt
+ */
+export function readStoreBlob(store: Dir, id: string): Uint8Array {
+  if (!HEX_ID.test(id)) throw new ObjectExportError(`not a SHA-1 object id: ${id}`);
+  const raw = readVerified(store, id, store.path);
+  return raw.subarray(raw.indexOf(0) + 1);
 }
 
 /** `fchown(fd, uid, -1)`: the group stays (a setgid objects dir already gave its own). */

@@ -45,6 +45,7 @@ import { type OpenOptions, openSplit } from "./split_reopen.ts";
 import { planFs } from "../resolve/plan_fs.ts";
 import { TestForks } from "../resolve/compare_fork.ts";
 import type { PlanFsRequest, PlannedReply } from "../../protocol/splitfs_resolve.ts";
+import { openResolveView, type ResolveView } from "./split_resolve_view.ts";
 import type { SplitParent } from "../../protocol/splitfs_fields.ts";
 import { ADMIN_DIR, labelProblem, STORE_DIR } from "../../model/layout.ts";
 
@@ -53,6 +54,7 @@ export { NESTED_FORK_REASON } from "./split_create.ts";
 export type { ForkInfo } from "./split_fork.ts";
 export type { Identity } from "./split_held.ts";
 export type { OpenOptions } from "./split_reopen.ts";
+export type { ResolveView } from "./split_resolve_view.ts";
 
 /** One split's workspace and the descriptors opened when it was made (or reopened). */
 export class SplitWorkspace implements Disposable {
@@ -326,6 +328,17 @@ export class SplitWorkspace implements Disposable {
    */
   planFs(req: PlanFsRequest): PlannedReply {
     return planFs(this.#held, req);
+  }
+
+  /**
+   * What resolving branch `label` reads: the store, out/, its fork and the
+   * source (`split_resolve_view.ts`); close it when done.
+   *
+   * @throws {RefusedError} for a bad label or the wrong creator
+   * @throws {WorkspaceReplacedError} when the split, out/ or the fork was replaced
+   */
+  resolveView(label: string, parent: SplitParent | null): ResolveView {
+    return openResolveView(this.#held, label, parent);
   }
 
   /**

@@ -1,0 +1,186 @@
+/**
+ * The inputs of a `--git` merge (docs/resolution.md, "The `--git` scope"):
+ * for each path a branch's captured patch touches, the base's and the
+ * branch's state as the patch gives them, and the source's state now, read
+ * without following a symlink. Each source file's blob is written into the
+ * split's `store.git` so Git can merge it there. Answers `merge-inputs`.
+ *
+ * Needs `--allow-ffi=<libc path>`.
+ *
+ * @module
+ */
+
+import { ABSENT, comparePaths, type Signature } from "../../model/resolution_plan.ts";
+import type {
+  MergeInputsReply,
+  MergeInputsRequest,
+  PathInputs,
+} from "../../protocol/splitfs_resolve.ts";
+import { STORE_DIR } from "../../model/layout.ts";
+import { MAX_FILE_BYTES } from "../capture/compare.ts";
+import { openPatch } from "../capture/render.ts";
+import { type Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
+import { fatalUtf8 } from "../fd/file_names.ts";
+import { RefusedError, RejectedError } from "../errors.ts";
+import { ObjectStore } from "../git/store.ts";
+import { STATUS_FILE } from "../workspace/out_write.ts";
+import type { ResolveView, SplitWorkspace } from "../workspace/workspace.ts";
+import { blobIdOfFile, openParent } from "../apply/fs_extra.ts";
+import { type PatchSide, readPatchEntries } from "./patch_headers.ts";
+import { storeHas, storeSourceFile, symlinkTarget } from "./store_blobs.ts";
+
+const MAX_STATUS_BYTES = 64 * 1024;
+const lossy = new TextDecoder();
+
+/**
+ * Answers `merge-inputs` for branch `req.label` of the open split `ws`.
+ *
+ * @throws {RefusedError} for a branch without a captured result, or a rejected one
+ * @throws {PatchHeaderError} for a patch capture would not write
+ */
+export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeInputsReply {
+  using view = ws.resolveView(req.label, req.parent ?? null);
+  const where = `branch ${req.label} of split ${ws.id}`;
+  checkCaptured(view.out, req.label, where);
+  const patch = openPatch(view.out, req.label);
+  // Captured, and it changed nothing: there is nothing to merge.
+  if (patch === null) return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths: [] };
+  let entries;
+  try {
+    entries = readPatchEntries(patch);
+  } finally {
+    patch.close();
+  }
+  using store = ObjectStore.open(view.split, STORE_DIR);
+  const side = (s: PatchSide | null, blob: string | null): Signature => {
+    if (s === null) return ABSENT;
+    const id = s.blob ?? blob!;
+    if (s.mode === 0o120000) return { kind: "symlink", target: symlinkTarget(view.objects, id) };
+    return { kind: "file", mode: s.mode === 0o100755 ? 0o755 : 0o644, blob: id };
+  };
+  const paths: PathInputs[] = entries.map((e) => {
+    // A change of mode alone names no blob: both sides hold the fork's bytes.
+    const modeOnly = e.old?.blob === null || e.new?.blob === null;
+    const shared = modeOnly ? forkBlob(view, e.path, where) : null;
+    return {
+      path: e.path,
+      base: side(e.old, shared),
+      branch: side(e.new, shared),
+      ...sourceOf(view, store, e.path),
+    };
+  });
+  paths.sort((a, b) => comparePaths(a.path, b.path));
+  return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths };
+}
+
+/**
+ * Refuses a branch capture has not finished (no `out/<label>/files`) or
+ * rejected (its `status` says so): its patch, if any, is untrusted.
+ */
+function checkCaptured(out: Dir, label: string, where: string): void {
+  let dir: Dir;
+  try {
+    dir = out.openDir(label);
+  } catch (error) {
+    if (error instanceof SymlinkRefusedError || error instanceof WrongKindError) {
+      throw new RejectedError(`out/${label} was tampered with`, { cause: error });
+    }
+    throw notCaptured(where);
+  }
+  try {
+    if (dir.statAt("files")?.kind !== "file") throw notCaptured(where);
+    const status = dir.statAt(STATUS_FILE)?.kind === "file"
+      ? lossy.decode(dir.readFile(STATUS_FILE, MAX_STATUS_BYTES)).trim()
+      : "";
+    if (status.startsWith("rejected")) {
+      throw new RefusedError(
+        `${where} was ${status}: its result is untrusted, so it cannot be merged; ` +
+          `look at its fork, or choose another branch`,
+      );
+    }
+  } finally {
+    dir.close();
+  }
+}
+
+function notCaptured(where: string): RefusedError {
+  return new RefusedError(
+    `${where} has no captured result (it is still running, or it ended before its capture), ` +
+      `so there is nothing to merge; wait for it to finish, or choose another branch`,
+  );
+}
+
+/**
+ * The blob id of the fork's file at `path`, for a change of mode alone,
+ * checked to be one capture stored (so the fork still holds what it captured).
+ */
+function forkBlob(view: ResolveView, path: string, where: string): string {
+  const changed = new RefusedError(
+    `the fork of ${where} no longer holds at ${path} what its capture recorded, ` +
+      `so its merge cannot be computed; discard the branch, or merge another`,
+  );
+  if (view.fork === null) {
+    throw new RefusedError(
+      `${where} has no fork in this service, and its patch changes the mode of ${path} ` +
+        `without naming its bytes; reopen the split with its forks`,
+    );
+  }
+  const p = openParent(view.fork, path);
+  if (!p.ok) throw changed;
+  using dir = p.dir;
+  if (dir.statAt(p.name)?.kind !== "file") throw changed;
+  using f = dir.openFile(p.name);
+  const blob = blobIdOfFile(f, 40);
+  if (!storeHas(view.objects, blob)) throw changed;
+  return blob;
+}
+
+const KIND_WORDS: Readonly<Record<string, string>> = {
+  file: "a file",
+  symlink: "a symlink",
+};
+
+/** The source's state at `path`, and why it cannot hold the branch's there, if it cannot. */
+function sourceOf(
+  view: ResolveView,
+  store: ObjectStore,
+  path: string,
+): { source: Signature; blocked?: string } {
+  const p = openParent(view.source, path);
+  if (!p.ok) {
+    if (p.kind === "absent") return { source: ABSENT };
+    const what = KIND_WORDS[p.kind] ?? `a ${p.kind}`;
+    return { source: ABSENT, blocked: `${p.at} is ${what} in the source, not a directory` };
+  }
+  using dir = p.dir;
+  const st = dir.statAt(p.name);
+  if (st === null) return { source: ABSENT };
+  switch (st.kind) {
+    case "dir":
+      return { source: { kind: "dir" }, blocked: `${path} is a directory in the source` };
+    case "symlink": {
+      const raw = dir.readlink(p.name);
+      try {
+        return { source: { kind: "symlink", target: fatalUtf8.decode(raw) } };
+      } catch (error) {
+        if (!(error instanceof TypeError)) throw error;
+        return {
+          source: { kind: "symlink", target: lossy.decode(raw) },
+          blocked: `${path} is a symlink whose target is not UTF-8 in the source`,
+        };
+      }
+    }
+    case "file": {
+      using f = dir.openFile(p.name);
+      const { blob, stored } = storeSourceFile(f, view.objects, store);
+      const source: Signature = { kind: "file", mode: f.stat().perm & 0o100 ? 0o755 : 0o644, blob };
+      if (stored) return { source };
+      return {
+        source,
+        blocked: `${path} is larger than ${MAX_FILE_BYTES} bytes in the source, too large to merge`,
+      };
+    }
+    default:
+      return { source: ABSENT, blocked: `${path} is a ${st.kind} in the source` };
+  }
+}

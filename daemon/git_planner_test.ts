@@ -7,9 +7,10 @@
 
 import assert from "node:assert/strict";
 import { isClean } from "../model/resolution_plan.ts";
-import { entryCommand } from "../protocol/entrypoints.ts";
+import { daemonFlags, denoPath, entryCommand, REPO_CONFIG } from "../protocol/entrypoints.ts";
 import { EXIT_BAD_REQUEST, GitPlannerError } from "../protocol/git_planner.ts";
-import type { MergeInputsReply } from "../protocol/splitfs_resolve.ts";
+import { type MergeInputsReply, resolveFrameToWire } from "../protocol/splitfs_resolve.ts";
+import { parsePlanJson } from "../model/resolution_plan_json.ts";
 import { inputs, lines, NONE, TestStore } from "../resolve/_store_testing.ts";
 import { planSmallMerge } from "../resolve/small_trees.ts";
 import { runGitPlanner } from "./git_planner.ts";
@@ -127,4 +128,27 @@ Deno.test("an aborted plan stops the planner and removes its temp dir", async ()
   setTimeout(() => ac.abort(new Error("test")), 20);
   await assert.rejects(run, /the git planner was stopped/);
   assert.deepEqual([...Deno.readDirSync(s.tmp)], []);
+});
+
+Deno.test("the daemon's own flags let it run the planner, with its temp dir in the control dir", async () => {
+  using s = await TestStore.create();
+  const home = `${s.top}/home-marsh`;
+  Deno.mkdirSync(`${home}/tmp`, { recursive: true });
+  const req = await mergeInputs(s);
+  const out = await new Deno.Command(denoPath(), {
+    args: [
+      "run",
+      ...daemonFlags(home, denoPath(), 16),
+      `--config=${REPO_CONFIG}`,
+      new URL("./testdata/git_planner_run.ts", import.meta.url).pathname,
+      JSON.stringify(resolveFrameToWire(req)),
+      `${home}/tmp`,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const plan = parsePlanJson(JSON.parse(new TextDecoder().decode(out.stdout)));
+  assert.deepEqual(plan, await planSmallMerge(req));
+  assert.deepEqual([...Deno.readDirSync(`${home}/tmp`)], []);
 });

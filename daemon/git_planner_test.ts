@@ -87,7 +87,7 @@ Deno.test("a planner failure is an error with its message; its temp dir is remov
     }, { tmpDir: s.tmp }),
     (e: unknown) => {
       assert.ok(e instanceof GitPlannerError, String(e));
-      assert.match(e.message, /^the git planner failed: the branch's tree cannot be written/);
+      assert.match(e.message, /^the git planner failed: the small trees cannot be written/);
       return true;
     },
   );

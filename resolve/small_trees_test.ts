@@ -184,6 +184,18 @@ Deno.test("the small trees hold exactly the inputs' paths", async () => {
   assert.match(await ls(t.branch), /^120000 blob [0-9a-f]{40}\ta\/b\/c\.txt$/);
 });
 
+Deno.test("names in Git's tree order: the ids computed agree with mktree's", async () => {
+  using s = await TestStore.create();
+  const f = await s.file("f\n");
+  const names = ["a/x", "a.b", "a-b", "a0", "a b", "é/x", "z", "Z", "a/b/c", "a.b.c/d"];
+  await using git = await ScratchGit.create({ write: s.objects });
+  // A mismatch between the ids written here and mktree's throws.
+  const t = await writeSmallTrees(git, names.map((n) => inputs(n, f, NONE, f)));
+  assert.equal(t.base, t.branch);
+  const ls = new TextDecoder().decode(await git.ok(["ls-tree", "-r", "--name-only", t.base]));
+  assert.deepEqual(ls.trim().split("\n").sort(), [...names].sort());
+});
+
 Deno.test("inputs no tree can hold, and a blob missing from the store, are refused clearly", async () => {
   using s = await TestStore.create();
   const f = await s.file("f\n");

@@ -214,3 +214,24 @@ Deno.test("inputs no tree can hold, and a blob missing from the store, are refus
     /not in the split's objects/,
   );
 });
+
+Deno.test("a file the branch renamed and changed takes the source's edit along", async () => {
+  using s = await TestStore.create();
+  const base = await s.file(lines(20));
+  const source = await s.file(lines(20, { 2: "two (source)" }));
+  const plan = await planSmallMerge({
+    objects: s.objects,
+    paths: [
+      inputs("old.txt", base, source, NONE),
+      inputs("new.txt", NONE, NONE, await s.file(lines(20, { 19: "nineteen (branch)" }))),
+    ],
+  });
+  assert.ok(isClean(plan));
+  assert.deepEqual(ops(plan.entries), [["new.txt", "take"], ["old.txt", "delete"]]);
+  const n = entry(plan.entries, "new.txt");
+  assert.ok(n.op === "take" && n.after.kind === "file");
+  assert.equal(
+    await s.cat(n.after.blob),
+    lines(20, { 2: "two (source)", 19: "nineteen (branch)" }),
+  );
+});

@@ -24,10 +24,9 @@ import {
   sortEntries,
 } from "../model/resolution_plan.ts";
 import type { PathInputs } from "../protocol/splitfs_resolve.ts";
-import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
 import { ResolveGitError, ScratchGit, textBytes } from "./git.ts";
 import { type MergeTrees, planGitMerge } from "./git_merge.ts";
+import { type Leaf, type TreeWay, writeTrees } from "./small_tree_write.ts";
 
 /** What {@linkcode planSmallMerge} is given: the service's `merge-inputs` answer, less its frame fields. */
 export interface SmallMergeInputs {
@@ -54,6 +53,28 @@ const SIDES: readonly Side[] = ["base", "source", "branch"];
 export function gitSignature(s: Signature): Signature {
   if (s.kind !== "file") return s;
   return { kind: "file", mode: s.mode & 0o100 ? 0o755 : 0o644, blob: s.blob };
+}
+
+/**
+ * One side's leaves (path → Git mode and blob id): an absent path is none,
+ * and so is a directory (the leaves under it make it; one with none is not
+ * in a Git tree).
+ */
+function sideLeaves(
+  paths: readonly PathInputs[],
+  side: Side,
+  targets: ReadonlyMap<string, string>,
+): Leaf[] {
+  const out: Leaf[] = [];
+  for (const p of paths) {
+    const s = p[side];
+    if (s.kind === "file") {
+      out.push({ path: p.path, mode: s.mode & 0o100 ? "100755" : "100644", oid: s.blob });
+    } else if (s.kind === "symlink") {
+      out.push({ path: p.path, mode: "120000", oid: targets.get(s.target)! });
+    }
+  }
+  return out;
 }
 
 /** The strict ancestors of `path` (`a/b/c` → `a`, `a/b`). */
@@ -133,122 +154,23 @@ async function targetBlobs(
   return out;
 }
 
-/** A directory of one side's tree: its leaves (mode, blob id) and its subdirectories. */
-interface Dir {
-  readonly leaves: Map<string, { readonly mode: string; readonly oid: string }>;
-  readonly dirs: Map<string, Dir>;
-}
-
-/** One side's leaves as nested directories; a directory is implied by the leaves under it. */
-function sideTree(
-  paths: readonly PathInputs[],
-  side: Side,
-  targets: ReadonlyMap<string, string>,
-): Dir {
-  const root: Dir = { leaves: new Map(), dirs: new Map() };
-  for (const p of paths) {
-    const s = p[side];
-    // A directory with no leaf under it is not in a Git tree.
-    if (s.kind === "absent" || s.kind === "dir") continue;
-    const leaf = s.kind === "file"
-      ? { mode: s.mode & 0o100 ? "100755" : "100644", oid: s.blob }
-      : { mode: "120000", oid: targets.get(s.target)! };
-    const names = p.path.split("/");
-    let d = root;
-    for (const name of names.slice(0, -1)) {
-      let sub = d.dirs.get(name);
-      if (sub === undefined) d.dirs.set(name, sub = { leaves: new Map(), dirs: new Map() });
-      d = sub;
-    }
-    d.leaves.set(names.at(-1)!, leaf);
-  }
-  return root;
-}
-
-const enc = new TextEncoder();
-
-function hexBytes(hex: string): Uint8Array {
-  return Uint8Array.from(hex.match(/../g)!, (b) => parseInt(b, 16));
-}
-
-/** Git's tree order: by name bytes, a directory's name as if it ended in `/`. */
-function treeOrder(a: [string, boolean], b: [string, boolean]): number {
-  return Buffer.compare(
-    Buffer.from(a[0] + (a[1] ? "/" : "")),
-    Buffer.from(b[0] + (b[1] ? "/" : "")),
-  );
-}
-
-/**
- * Every tree of `dir`, children first, as `mktree -z` records, with the id
- * Git will give each (a parent names its subtrees by id, so the ids are
- * computed here; `mktree` computes them again and they must agree).
- */
-function treeRecords(
-  dir: Dir,
-  hash: "sha1" | "sha256",
-  out: { records: string; id: string }[],
-): string {
-  const entries: { name: string; isDir: boolean; mode: string; oid: string }[] = [];
-  for (const [name, sub] of dir.dirs) {
-    entries.push({ name, isDir: true, mode: "40000", oid: treeRecords(sub, hash, out) });
-  }
-  for (const [name, leaf] of dir.leaves) entries.push({ name, isDir: false, ...leaf });
-  entries.sort((a, b) => treeOrder([a.name, a.isDir], [b.name, b.isDir]));
-  const parts: Uint8Array[] = [];
-  for (const e of entries) parts.push(enc.encode(`${e.mode} ${e.name}\0`), hexBytes(e.oid));
-  const size = parts.reduce((n, x) => n + x.length, 0);
-  const h = createHash(hash).update(enc.encode(`tree ${size}\0`));
-  for (const x of parts) h.update(x);
-  const id = h.digest("hex");
-  out.push({
-    records: entries.map((e) =>
-      `${e.mode === "40000" ? "040000" : e.mode} ${e.isDir ? "tree" : "blob"} ${e.oid}\t${e.name}\0`
-    ).join(""),
-    id,
-  });
-  return id;
-}
-
 /**
  * Writes the base, source and branch trees holding exactly `paths` at their
- * states, all with one `git mktree -z --batch`, which refuses an entry whose
- * blob is not in the object dirs.
+ * states (`way`: how, {@linkcode TreeWay}; by default by their size). Git
+ * refuses an entry whose blob is not in the object dirs.
  *
  * @throws {ResolveGitError} for inputs no tree can hold, or a missing blob
  */
 export async function writeSmallTrees(
   git: ScratchGit,
   paths: readonly PathInputs[],
+  way?: TreeWay,
 ): Promise<MergeTrees> {
   checkInputs(paths);
   const targets = await targetBlobs(git, paths);
-  const anyId = paths.flatMap((p) => SIDES.map((side) => p[side]))
-    .find((s) => s.kind === "file");
-  const hash = (anyId?.kind === "file" ? anyId.blob.length === 64 : git.objects.format === "sha256")
-    ? "sha256"
-    : "sha1";
-  const trees: { records: string; id: string }[] = [];
-  const roots = SIDES.map((side) => treeRecords(sideTree(paths, side, targets), hash, trees));
-  // Each tree ends with an empty record; without --missing, mktree checks every entry's object.
-  const out = await git.run(["mktree", "-z", "--batch"], {
-    stdin: textBytes(trees.map((t) => `${t.records}\0`).join("")),
-  });
-  if (out.code !== 0) {
-    throw new ResolveGitError(
-      `the small trees cannot be written (a blob the merge inputs name is not in the split's ` +
-        `objects?): ${out.stderr || `git mktree exit ${out.code}`}`,
-    );
-  }
-  const ids = new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "");
-  trees.forEach((t, i) => {
-    if (ids[i] !== t.id) {
-      throw new ResolveGitError(
-        `git mktree wrote tree ${ids[i] ?? "(none)"} where ${t.id} was computed`,
-      );
-    }
-  });
-  return { base: roots[0]!, source: roots[1]!, branch: roots[2]! };
+  const leaves = SIDES.map((side) => sideLeaves(paths, side, targets));
+  const [base, source, branch] = await writeTrees(git, leaves, way);
+  return { base: base!, source: source!, branch: branch! };
 }
 
 /**

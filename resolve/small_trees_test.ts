@@ -9,6 +9,7 @@ import { isClean, type PlanEntry } from "../model/resolution_plan.ts";
 import { ResolveGitError, ScratchGit } from "./git.ts";
 import { inputs, lines, NONE, TestStore } from "./_store_testing.ts";
 import { gitSignature, planSmallMerge, writeSmallTrees } from "./small_trees.ts";
+import { MKTREE_MAX_ENTRIES } from "./small_tree_write.ts";
 
 function entry(entries: readonly PlanEntry[], path: string): PlanEntry {
   const e = entries.find((x) => x.path === path);
@@ -184,16 +185,38 @@ Deno.test("the small trees hold exactly the inputs' paths", async () => {
   assert.match(await ls(t.branch), /^120000 blob [0-9a-f]{40}\ta\/b\/c\.txt$/);
 });
 
-Deno.test("names in Git's tree order: the ids computed agree with mktree's", async () => {
+Deno.test("both ways of writing the trees give the same ids, in Git's tree order", async () => {
   using s = await TestStore.create();
   const f = await s.file("f\n");
+  const x = await s.file("#!/bin/sh\n", 0o755);
   const names = ["a/x", "a.b", "a-b", "a0", "a b", "é/x", "z", "Z", "a/b/c", "a.b.c/d"];
+  const paths = [
+    ...names.map((n) => inputs(n, f, NONE, x)),
+    inputs("l", NONE, { kind: "symlink", target: "a b" }, { kind: "symlink", target: "z" }),
+  ];
   await using git = await ScratchGit.create({ write: s.objects });
-  // A mismatch between the ids written here and mktree's throws.
-  const t = await writeSmallTrees(git, names.map((n) => inputs(n, f, NONE, f)));
-  assert.equal(t.base, t.branch);
-  const ls = new TextDecoder().decode(await git.ok(["ls-tree", "-r", "--name-only", t.base]));
+  // mktree's ids are checked against the ones computed; write-tree computes its own.
+  const byMktree = await writeSmallTrees(git, paths, "mktree");
+  const byIndex = await writeSmallTrees(git, paths, "index");
+  assert.deepEqual(byMktree, byIndex);
+  const ls = new TextDecoder().decode(await git.ok(["ls-tree", "-r", "--name-only", byIndex.base]));
   assert.deepEqual(ls.trim().split("\n").sort(), [...names].sort());
+  // Large inputs take the index way, small ones mktree: the same trees.
+  const many = Array.from({ length: MKTREE_MAX_ENTRIES }, (_, i) => inputs(`m/${i}`, f, f, x));
+  assert.deepEqual(
+    await writeSmallTrees(git, many),
+    await writeSmallTrees(git, many, "mktree"),
+  );
+  for (const way of ["mktree", "index"] as const) {
+    await assert.rejects(
+      writeSmallTrees(
+        git,
+        [inputs("m", NONE, NONE, { ...x, blob: "1".repeat(40) } as typeof x)],
+        way,
+      ),
+      /the small trees cannot be written \(a blob the merge inputs name is not in the split's objects\?\)/,
+    );
+  }
 });
 
 Deno.test("inputs no tree can hold, and a blob missing from the store, are refused clearly", async () => {

@@ -15,7 +15,8 @@ import { CLI_RUNS } from "./cli.ts";
 export const USAGE =
   "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] " +
   "[--split] [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10] [--kit-branches=1,4]" +
-  "\n       deno task bench --cli [--cli-runs=21] [--json]";
+  "\n       deno task bench --cli [--cli-runs=21] [--json]" +
+  "\n       deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
 /** The fork policies the per-size tables compare, in column order. */
 export const POLICIES: readonly ForkPolicy[] = ["auto", "copy"];
@@ -60,6 +61,8 @@ export interface Options {
   readonly kitBranches: readonly number[];
   /** Only the CLI start-up table (bench/cli.ts), with this many runs; null: not asked for. */
   readonly cliRuns: number | null;
+  /** Only the resolution table (bench/resolve.ts). */
+  readonly resolve: boolean;
 }
 
 function positiveInt(flag: string, text: string): number {
@@ -111,6 +114,7 @@ export function parseOptions(args: readonly string[]): Options {
         "kit-branches": { type: "string" },
         cli: { type: "boolean" },
         "cli-runs": { type: "string" },
+        resolve: { type: "boolean" },
       },
     }));
   } catch (err) {
@@ -138,6 +142,7 @@ export function parseOptions(args: readonly string[]): Options {
       : values["cli-runs"] === undefined
       ? CLI_RUNS
       : positiveInt("cli-runs", values["cli-runs"]),
+    resolve: values.resolve ?? false,
   };
 }
 

@@ -21,13 +21,15 @@
  * prints only that (with `--split`, both). Without `--kit`, an engine that
  * cannot be had skips the table with a note instead of failing the run.
  * Last, every target in one table. `--cli` prints only how fast the CLI
- * starts (bench/cli.ts).
+ * starts (bench/cli.ts). `--resolve` prints only the `--git` merge planning
+ * against `git apply --3way --check` (bench/resolve.ts).
  *
  * ```sh
  * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]
  *                 [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10]
  *                 [--kit-branches=1,4]
  * deno task bench --cli [--cli-runs=21] [--json]
+ * deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]
  * ```
  *
  * Permissions (the task's): read/write (trees in bench/.trees/, temp dirs),
@@ -40,6 +42,7 @@
 import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
 import { renderCliBench, runCliBench } from "./cli.ts";
+import { measureResolve, renderResolve, RESOLVE_RUNS, RESOLVE_SIZES } from "./resolve.ts";
 import { measureBaselines } from "./baselines.ts";
 import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
 import {
@@ -363,6 +366,16 @@ if (import.meta.main) {
     const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
     const result = await runCliBench(deno, options.cliRuns, (l) => console.error(l));
     console.log(options.json ? JSON.stringify(result, null, 2) : renderCliBench(result));
+  } else if (options.resolve) {
+    await using git = await HardenedGit.create();
+    const result = await measureResolve({
+      git,
+      runs: options.runs ?? RESOLVE_RUNS,
+      seed: options.seed,
+      sizes: options.sizesGiven ? options.sizes : RESOLVE_SIZES,
+      log: (l) => console.error(`bench: ${l}`),
+    });
+    console.log(options.json ? JSON.stringify(result, null, 2) : renderResolve(result));
   } else {
     await run(options);
   }

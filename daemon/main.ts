@@ -56,7 +56,7 @@ import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
 import { Resolutions } from "./resolutions.ts";
-import { plannerNotWired } from "./resolve_links.ts";
+import { runGitPlanner } from "./git_planner.ts";
 import { RequestError } from "./request_error.ts";
 import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
 import { WorkerLink } from "./worker_link.ts";
@@ -295,8 +295,8 @@ async function main(): Promise<number> {
     splitfs,
     log,
     open: (s) => splits.openHeld(s),
-    // Wired by the lead: runGitPlanner (daemon/git_planner.ts).
-    planner: plannerNotWired,
+    // Git runs in its own short-lived entrypoint; its temp dir is in the control dir.
+    planner: (inputs) => runGitPlanner(inputs, { tmpDir: home }),
     runTests: (s, labels, spec) => splits.compareTests(s, labels, spec),
     discard: async (id, labels, reason, who) => {
       await splits.discardBranches(id, labels, reason, who);

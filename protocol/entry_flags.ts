@@ -172,6 +172,35 @@ export function splitfsFlags(): string[] {
 }
 
 /**
+ * The git planner (`resolve/main.ts`, docs/resolution.md "Where Git runs"),
+ * started by the daemon for each `--git` plan:
+ *
+ * - `--allow-run=git`: the merge is Git's own (`merge-tree`), run in a
+ *   hardened scratch repository (`resolve/git.ts`);
+ * - `--allow-env=PATH`: to find `git`; the rest of Git's environment is set
+ *   by marsh, never read;
+ * - read and write on `objects` (the split's `store.git/objects`: the blobs
+ *   are read there, the small trees, commits and merged blobs written
+ *   there) and `tmp` (its scratch repository).
+ *
+ * No project tree, no control dir, no network, no FFI.
+ *
+ * @throws {TypeError} when a path is not absolute or holds a comma
+ */
+export function plannerFlags(objects: string, tmp: string): string[] {
+  checkPath("objects dir", objects);
+  checkPath("temp dir", tmp);
+  return [
+    "--no-prompt",
+    "--quiet",
+    "--allow-run=git",
+    "--allow-env=PATH",
+    `--allow-read=${objects},${tmp}`,
+    `--allow-write=${objects},${tmp}`,
+  ];
+}
+
+/**
  * The flags for `deno run … worker/main.ts`:
  *
  * - `--allow-run=perl`: each attempt's supervisor (`worker/supervisor.pl`)

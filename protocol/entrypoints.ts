@@ -28,6 +28,7 @@ import {
   kitBuildFlags,
   kitCheckFlags,
   kitWorkerFlags,
+  plannerFlags,
   RUNTIME_ENV,
   splitfsFlags,
   WORKER_ENV,
@@ -46,6 +47,7 @@ export {
   kitCheckFlags,
   kitWorkerFlags,
   LIBC_PATHS,
+  plannerFlags,
   RUNTIME_ENV,
   splitfsFlags,
   workerFlags,
@@ -71,6 +73,8 @@ export interface EntryArgs {
   readonly daemon: { readonly home: string; readonly deno: string };
   /** The split-filesystem service: the same flags everywhere. */
   readonly splitfs: Record<string, never>;
+  /** The git planner: the split's objects dir and the temp dir it may write. */
+  readonly planner: { readonly objects: string; readonly tmp: string };
   /** The worker without an engine: the control dir. */
   readonly worker: { readonly home: string };
   /** The worker with an engine: the control dir and the engine's socket. */
@@ -198,6 +202,15 @@ export const ENTRYPOINTS: { readonly [K in EntryName]: Entrypoint<EntryArgs[K]> 
     sets: [],
     passes: RUNTIME_ENV,
     grants: { ...NONE, ffiLibc: true },
+  },
+  planner: {
+    module: "resolve/main.ts",
+    startedBy: ["daemon"],
+    flags: (a) => plannerFlags(a.objects, a.tmp),
+    config: "repo",
+    sets: [],
+    passes: RUNTIME_ENV,
+    grants: { ...NONE, runGit: true },
   },
   worker: {
     module: "worker/main.ts",

@@ -20,7 +20,15 @@ import {
   signatureToJson,
 } from "../model/resolution_plan_json.ts";
 import { ProtocolError } from "./protocol_error.ts";
-import { absPath, list, num, optParent, type SplitParent, str } from "./splitfs_fields.ts";
+import {
+  absPath,
+  isObject,
+  list,
+  num,
+  optParent,
+  type SplitParent,
+  str,
+} from "./splitfs_fields.ts";
 
 /** At most this many paths in a `--paths` request, a refusal's list, or promote's source changes. */
 export const MAX_LISTED_PATHS = 10_000;
@@ -234,6 +242,18 @@ function pathList(x: Record<string, unknown>, key: string): string[] {
   return v;
 }
 
+/**
+ * `merge-inputs`' paths: as many as the patch touches (`list` stops at a
+ * split's branch count); the frame's size bounds them.
+ */
+function inputList(x: Record<string, unknown>): Record<string, unknown>[] {
+  const v = x.paths;
+  if (!Array.isArray(v) || !v.every(isObject)) {
+    throw new ProtocolError(`malformed merge-inputs frame: paths must be a list of objects`);
+  }
+  return v;
+}
+
 function plan(x: Record<string, unknown>): MergePlan {
   try {
     return parsePlanJson(x.plan);
@@ -311,7 +331,7 @@ export function parseResolveReply(x: Record<string, unknown>): ResolveReply {
         v: 1,
         t: "merge-inputs",
         objects: absPath(x, "objects"),
-        paths: list(x, "paths").map((p, i) => {
+        paths: inputList(x).map((p, i) => {
           const where = `paths[${i}]`;
           const blocked = p.blocked;
           if (blocked !== undefined && typeof blocked !== "string") {

@@ -71,21 +71,29 @@ async function commitsFor(
   git: ScratchGit,
   t: MergeTrees,
 ): Promise<{ source: string; branch: string }> {
-  for (const [side, id] of Object.entries(t)) {
+  const sides = Object.entries(t);
+  for (const [side, id] of sides) {
     // Ids only: a name such as `HEAD` or `--help` would be resolved or parsed by Git.
     if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(id)) {
       throw new ResolveGitError(`the ${side} tree id ${JSON.stringify(id)} is not a hex object id`);
     }
-    const out = await git.run(["cat-file", "-t", id]);
-    const type = new TextDecoder().decode(out.stdout).trim();
-    if (out.code !== 0 || type !== "tree") {
+  }
+  // One run for the three: `<id> <type> <size>`, or `<id> missing`, a line each.
+  const checked = new TextDecoder().decode(
+    await git.ok(["cat-file", "--batch-check=%(objectname) %(objecttype)"], {
+      stdin: textBytes(sides.map(([, id]) => id).join("\n") + "\n"),
+    }),
+  ).split("\n");
+  sides.forEach(([side, id], i) => {
+    const [, type] = (checked[i] ?? "").split(" ");
+    if (type !== "tree") {
       throw new ResolveGitError(
         `the ${side} tree ${id} is not in the object store${
-          out.code === 0 ? ` (it is a ${type})` : ""
+          type === undefined || type === "missing" ? "" : ` (it is a ${type})`
         }`,
       );
     }
-  }
+  });
   const base = await git.line(["commit-tree", t.base, "-m", "marsh: base"]);
   const source = await git.line(["commit-tree", t.source, "-p", base, "-m", "marsh: source"]);
   const branch = await git.line(["commit-tree", t.branch, "-p", base, "-m", "marsh: branch"]);

@@ -373,6 +373,15 @@ Deno.test("a nested repository and a missing tree are refused with what to do", 
       e instanceof ResolveGitError &&
       /the branch tree 0123456789.* is not in the object store/.test(e.message),
   );
+  const blob = new TextDecoder().decode(
+    await git.ok(["hash-object", "-w", "--stdin"], { stdin: new TextEncoder().encode("x\n") }),
+  ).trim();
+  await assert.rejects(
+    planGitMerge(git, { base: blob, source: tree, branch: tree }),
+    (e: unknown) =>
+      e instanceof ResolveGitError &&
+      /the base tree [0-9a-f]+ is not in the object store \(it is a blob\)/.test(e.message),
+  );
 });
 
 Deno.test("a branch tree that would write into .marsh or .git is refused, not planned", async () => {

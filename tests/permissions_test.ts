@@ -139,6 +139,7 @@ function sampleArgs(home: string): { readonly [K in EntryName]: EntryArgs[K] } {
     "cli-bundle": { root: root.replace(/\/$/, ""), dir: home, deno },
     daemon: { home, deno },
     splitfs: {},
+    planner: { objects: `${home}/objects`, tmp: `${home}/tmp` },
     worker: { home },
     "kit-worker": { home, engine: socket },
     engine: { home, execRoot: `${home}/exec`, sockets: [socket] },

@@ -76,6 +76,7 @@ export const TABLE_ARGS: {
   daemon: { home: "<home>", deno: "<deno>" },
   splitfs: {},
   // The paths these check must be absolute: "/<…>" is shown as "<…>".
+  planner: { objects: "/<store objects>", tmp: "/<temp dir>" },
   worker: { home: "/<home>" },
   "kit-worker": { home: "/<home>", engine: "/<engine socket>" },
   engine: { home: "/<home>", execRoot: "/<exec root>", sockets: ["/<engine sockets>"] },

@@ -298,6 +298,7 @@ async function main(): Promise<number> {
     // Git runs in its own short-lived entrypoint; its temp dir is in the control dir.
     planner: (inputs) => runGitPlanner(inputs, { tmpDir: home }),
     runTests: (s, labels, spec) => splits.compareTests(s, labels, spec),
+    pause: (step) => splits.pause(step),
     discard: async (id, labels, reason, who) => {
       await splits.discardBranches(id, labels, reason, who);
     },

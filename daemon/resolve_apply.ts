@@ -86,6 +86,7 @@ export async function applyResolution(d: ResolveDeps, a: Application): Promise<O
   };
   // Journaled before the service is asked: a crash from here on is settled at the next start.
   d.journal.addResolution(rec);
+  await d.pause?.("resolve-journaled");
   const after = (): ResolutionRecord => d.journal.getResolution(rec.id)!;
   let reply: AppliedReply | ApplyRefusedReply;
   try {
@@ -94,6 +95,7 @@ export async function applyResolution(d: ResolveDeps, a: Application): Promise<O
     return await afterFailure(d, a, rec, error, counts.take + counts.delete);
   }
   if (reply.t === "applied") {
+    await d.pause?.("resolve-answered");
     d.journal.endResolution(rec.id, {
       state: "applied",
       finishedMs: d.now(),

@@ -62,6 +62,11 @@ export interface ResolveDeps {
     labels: readonly string[],
     spec: TestSpec,
   ) => Promise<CompareTest[]>;
+  /**
+   * Test-only: stops at `step` until the test kills the daemon
+   * (`MARSH_TEST_PAUSE_AT`; `resolve-journaled`, `resolve-answered`).
+   */
+  readonly pause?: (step: string) => Promise<void>;
   /** Unix ms; tests fix it. */
   readonly now: () => number;
 }

@@ -129,6 +129,11 @@ export class Splits {
     }
   }
 
+  /** Test-only: stops at `step` until the test kills the daemon (`MARSH_TEST_PAUSE_AT`). */
+  pause(step: string): Promise<void> {
+    return this.#cx.pause(step);
+  }
+
   /** `marsh compare --test`: the test in a throwaway fork of each branch (`daemon/compare_runs.ts`). */
   compareTests(s: SplitRecord, labels: readonly string[], spec: TestSpec): Promise<CompareTest[]> {
     return runTests(this.#cx, s, labels, spec);

@@ -182,7 +182,11 @@ export interface ApplyRefusedReply {
   readonly changed: readonly ChangedPath[];
 }
 
-/** The answer to `recover-resolutions`: each interrupted resolution and the state it was brought to. */
+/**
+ * The answer to `recover-resolutions`: every resolution directory of the
+ * root and the state it was brought to, a finished one as `post`. One that
+ * is not listed has no directory: it never began, or was rolled back.
+ */
 export interface RecoveredReply {
   readonly v: 1;
   readonly t: "recovered";

@@ -21,7 +21,7 @@ import { readLog } from "../apply/intent_log.ts";
 import { listResolutions, logState, recover } from "../apply/recover.ts";
 import { openResolveRoot } from "../apply/resolution_dir.ts";
 
-/** Each interrupted resolution and the state it was brought to. */
+/** Each resolution directory and the state it was brought to (a finished one: `post`). */
 export type RecoveredList = RecoveredReply["resolutions"];
 
 /**
@@ -108,8 +108,8 @@ export class ProjectRecovery {
   }
 
   /**
-   * Recovers every resolution under `root`'s `.marsh/resolve/` (a finished
-   * one is settled only, and not listed). Holds no lock: call
+   * Recovers every resolution under `root`'s `.marsh/resolve/` and lists
+   * each with its state (a finished one as `post`). Holds no lock: call
    * {@linkcode prepare} or hold it first.
    */
   async recoverAll(root: string): Promise<{ recovered: RecoveredList; failures: string[] }> {
@@ -131,8 +131,10 @@ export class ProjectRecovery {
       try {
         const before = stateOf(root, id);
         const state = await recover(root, id);
-        if (before === "done") continue;
         recovered.push({ id, state });
+        // The daemon settles a resolution it journaled `applying` by this list, so a finished
+        // one is listed too (`post`); only an interrupted one is news worth a log line.
+        if (before === "done") continue;
         this.#log(
           `marsh splitfs: resolution ${id} in ${root} was interrupted; recovered to ${state}`,
         );

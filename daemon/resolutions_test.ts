@@ -50,7 +50,21 @@ const plan = (scope: MergePlan["scope"], ...entries: PlanEntry[]): MergePlan => 
   trees: { base: "a".repeat(40), source: "b".repeat(40), branch: "c".repeat(40), result: null },
   entries,
 });
-const INPUTS: MergeInputsReply = { v: 1, t: "merge-inputs", objects: "/store/objects", paths: [] };
+/**
+ * Inputs Git must merge (the path changed on both sides), so the planner is
+ * asked; a one-sided patch is planned without it (`model/resolution_one_sided.ts`).
+ */
+const INPUTS: MergeInputsReply = {
+  v: 1,
+  t: "merge-inputs",
+  objects: "/store/objects",
+  paths: [{
+    path: "src/a.ts",
+    base: { kind: "file", mode: 0o644, blob: "a".repeat(40) },
+    source: { kind: "file", mode: 0o644, blob: "b".repeat(40) },
+    branch: { kind: "file", mode: 0o644, blob: "c".repeat(40) },
+  }],
+};
 
 interface World extends Disposable {
   readonly journal: Journal;
@@ -535,7 +549,7 @@ Deno.test({
   // And only its creator undoes it.
   await refusal(
     w.resolutions.run(HOST, { v: 1, t: "resolve.undo", resolution: o.resolution!.id }),
-    2,
+    1,
     /only the branch that created it/,
   );
 });

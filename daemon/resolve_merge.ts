@@ -14,6 +14,7 @@
  * @module
  */
 
+import { oneSidedGitPlan } from "../model/resolution_one_sided.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { countOps, isClean, type MergePlan } from "../model/resolution_plan.ts";
 import type { MergeScope, ResolveMergeRequest } from "../protocol/daemon_resolve.ts";
@@ -67,6 +68,9 @@ export async function mergePlan(
     } catch (error) {
       throw serviceRefusal(error, `the --git merge's inputs could not be read`);
     }
+    // Git merges text only where both sides changed a path; without one, no process is started.
+    const oneSided = oneSidedGitPlan(inputs.paths);
+    if (oneSided !== null) return oneSided;
     try {
       return await d.planner(inputs);
     } catch (error) {

@@ -303,7 +303,7 @@ function entryProblems(e: PlanEntry, scope: Scope): string[] {
 }
 
 /** The strict ancestors of `path` (`a/b/c` → `a`, `a/b`). */
-function ancestors(path: string): string[] {
+export function ancestors(path: string): string[] {
   const out: string[] = [];
   for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) {
     out.push(path.slice(0, i));

@@ -14,6 +14,7 @@
  */
 
 import {
+  ancestors,
   beforeOf,
   checkPlan,
   type MergePlan,
@@ -73,15 +74,6 @@ function sideLeaves(
     } else if (s.kind === "symlink") {
       out.push({ path: p.path, mode: "120000", oid: targets.get(s.target)! });
     }
-  }
-  return out;
-}
-
-/** The strict ancestors of `path` (`a/b/c` → `a`, `a/b`). */
-function ancestors(path: string): string[] {
-  const out: string[] = [];
-  for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) {
-    out.push(path.slice(0, i));
   }
   return out;
 }

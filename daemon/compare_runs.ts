@@ -18,6 +18,7 @@ import type { CompareTest } from "../protocol/daemon_compare.ts";
 import type { CompareForkedReply } from "../protocol/splitfs_compare.ts";
 import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptDir } from "./attempts.ts";
+import { exitCodeOf } from "../model/exit_code.ts";
 import { timeLimitStatus } from "./branch_controls.ts";
 import { shellPlace } from "./shell_view.ts";
 import { newId, type SplitContext } from "./split_context.ts";
@@ -39,24 +40,6 @@ const COMPARE_PREFIX = ".compare-";
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
-
-/** The status of an exit, as a branch's (`exited N`, 128 + N for a signal). */
-function exitOf(code: number | null, signal: string | null): number {
-  if (code !== null) return code;
-  return 128 + (signal ? SIGNAL_NUMBERS[signal] ?? 0 : 0);
-}
-
-const SIGNAL_NUMBERS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGABRT: 6,
-  SIGKILL: 9,
-  SIGSEGV: 11,
-  SIGPIPE: 13,
-  SIGALRM: 14,
-  SIGTERM: 15,
-};
 
 /**
  * Runs the test in a throwaway fork of each of `labels` (captured branches
@@ -224,7 +207,7 @@ function launch(
       timer = setTimeout(() => stop(timeLimitStatus(spec.timeoutS)), spec.timeoutS * 1000);
     },
     exited: (code, signal) => {
-      exit = exitOf(code, signal);
+      exit = exitCodeOf(code, signal);
     },
     settled: () => {
       end(

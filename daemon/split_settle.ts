@@ -20,22 +20,10 @@ import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
 import { cancel, checkOutput, startLease } from "./split_lease.ts";
 import { moveBranch, moveSplit } from "./split_moves.ts";
 import { outputSize } from "./split_settings.ts";
-
-const SIGNALS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGABRT: 6,
-  SIGKILL: 9,
-  SIGSEGV: 11,
-  SIGPIPE: 13,
-  SIGALRM: 14,
-  SIGTERM: 15,
-};
+import { exitCodeOf } from "../model/exit_code.ts";
 
 function exitStatus(code: number | null, signal: string | null): string {
-  if (code !== null) return `exited ${code}`;
-  return `exited ${128 + (signal ? SIGNALS[signal] ?? 0 : 0)}`;
+  return `exited ${exitCodeOf(code, signal)}`;
 }
 
 /**

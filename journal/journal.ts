@@ -13,6 +13,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import * as branchRows from "./_branches.ts";
+import { CheckpointJournal } from "./checkpoints.ts";
 import { Connection, wrap } from "./_connection.ts";
 import * as kitJobs from "./_kit_jobs.ts";
 import * as recovery from "./_recovery.ts";
@@ -70,6 +71,7 @@ export class Journal implements Disposable {
   readonly #c: Connection;
   readonly #path: string;
   readonly #version: number;
+  #checkpoints: CheckpointJournal | null = null;
 
   private constructor(db: DatabaseSync, path: string, version: number) {
     this.#c = new Connection(db, path);
@@ -124,6 +126,11 @@ export class Journal implements Disposable {
   /** The file this journal was opened from. */
   get path(): string {
     return this.#path;
+  }
+
+  /** Sessions, checkpoints and operations (docs/checkpoints.md), on this journal's connection. */
+  get checkpoints(): CheckpointJournal {
+    return this.#checkpoints ??= new CheckpointJournal(this.#c);
   }
 
   /** The schema version of the open file (always {@linkcode SCHEMA_VERSION}). */

@@ -234,6 +234,130 @@ export const MIGRATIONS: readonly Migration[] = [
         CHECK (discard_reason IS NULL OR discarded_ms IS NOT NULL);
     `,
   },
+  {
+    version: 9,
+    name: "operation checkpoints: sessions, checkpoints and operations (issue 14)",
+    // docs/checkpoints.md "The model". The three tables name each other
+    // (a session's head, a checkpoint's operation, an operation's checkpoint),
+    // so those references are checked at commit, not per statement.
+    sql: `
+      CREATE TABLE sessions (
+        id TEXT PRIMARY KEY NOT NULL
+          CHECK (length(id) BETWEEN 1 AND 64 AND id NOT GLOB '*[^a-z0-9-]*'
+                 AND substr(id, 1, 1) <> '-'),
+        project TEXT NOT NULL CHECK (substr(project, 1, 1) = '/'),
+        name TEXT NOT NULL
+          CHECK (length(name) BETWEEN 1 AND 63 AND name NOT GLOB '*[^A-Za-z0-9_.-]*'
+                 AND substr(name, 1, 1) NOT IN ('_', '.', '-')),
+        base_checkpoint TEXT NOT NULL REFERENCES checkpoints (id) DEFERRABLE INITIALLY DEFERRED,
+        base_root TEXT NOT NULL
+          CHECK (length(base_root) = 40 AND base_root NOT GLOB '*[^0-9a-f]*'),
+        head TEXT NOT NULL REFERENCES checkpoints (id) DEFERRABLE INITIALLY DEFERRED,
+        view TEXT NOT NULL CHECK (substr(view, 1, 1) = '/'),
+        with_ignored INTEGER NOT NULL CHECK (with_ignored IN (0, 1)),
+        state TEXT NOT NULL CHECK (state IN ('open', 'removed')),
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        removed_ms INTEGER,
+        CHECK ((state = 'removed') = (removed_ms IS NOT NULL))
+      ) STRICT;
+      CREATE UNIQUE INDEX sessions_open_name ON sessions (project, name) WHERE state = 'open';
+
+      CREATE TABLE checkpoints (
+        id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 64 AND id NOT GLOB '*[^0-9a-f]*'),
+        session TEXT NOT NULL REFERENCES sessions (id) DEFERRABLE INITIALLY DEFERRED,
+        project TEXT NOT NULL CHECK (substr(project, 1, 1) = '/'),
+        kind TEXT NOT NULL CHECK (kind IN ('start', 'operation')),
+        parent TEXT REFERENCES checkpoints (id),
+        parent_root TEXT
+          CHECK (parent_root IS NULL
+                 OR (length(parent_root) = 40 AND parent_root NOT GLOB '*[^0-9a-f]*')),
+        root_id TEXT NOT NULL CHECK (length(root_id) = 40 AND root_id NOT GLOB '*[^0-9a-f]*'),
+        layers TEXT NOT NULL CHECK (json_valid(layers) AND json_type(layers) = 'array'),
+        layer TEXT CHECK (layer IS NULL OR length(layer) > 0),
+        operation TEXT UNIQUE REFERENCES operations (id) DEFERRABLE INITIALLY DEFERRED,
+        changes TEXT
+          CHECK (changes IS NULL OR (length(changes) = 64 AND changes NOT GLOB '*[^0-9a-f]*')),
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        CHECK ((kind = 'start') = (parent IS NULL)),
+        CHECK ((parent IS NULL) = (parent_root IS NULL)),
+        CHECK ((kind = 'start') = (operation IS NULL)),
+        CHECK ((kind = 'start') = (changes IS NULL)),
+        CHECK (kind = 'operation' OR layer IS NULL),
+        CHECK (kind = 'start' OR (layer IS NULL) = (root_id = parent_root))
+      ) STRICT;
+      CREATE INDEX checkpoints_by_session ON checkpoints (session, created_ms);
+      CREATE INDEX checkpoints_by_parent ON checkpoints (parent) WHERE parent IS NOT NULL;
+
+      CREATE TABLE operations (
+        id TEXT PRIMARY KEY NOT NULL
+          CHECK (length(id) BETWEEN 1 AND 64 AND id NOT GLOB '*[^a-z0-9-]*'
+                 AND substr(id, 1, 1) <> '-'),
+        session TEXT NOT NULL REFERENCES sessions (id),
+        expected_head TEXT NOT NULL REFERENCES checkpoints (id),
+        base_root TEXT NOT NULL
+          CHECK (length(base_root) = 40 AND base_root NOT GLOB '*[^0-9a-f]*'),
+        argv TEXT NOT NULL
+          CHECK (json_valid(argv) AND json_type(argv) = 'array' AND json_array_length(argv) >= 1),
+        cwd TEXT NOT NULL
+          CHECK (cwd = '.' OR (length(cwd) > 0 AND substr(cwd, 1, 1) <> '/'
+                               AND cwd NOT GLOB '*//*' AND substr(cwd, -1) <> '/')),
+        state TEXT NOT NULL
+          CHECK (state IN ('recorded', 'launched', 'drained', 'sealing', 'bound', 'discarded',
+                           'stale', 'failed', 'escaped', 'recovery-required', 'abandoned')),
+        exec_kind TEXT
+          CHECK (exec_kind IS NULL
+                 OR exec_kind IN ('exited', 'signaled', 'timed-out', 'cancelled', 'failed-to-start')),
+        exec_code INTEGER,
+        exec_detail TEXT,
+        disposition TEXT
+          CHECK (disposition IS NULL OR disposition IN ('sealed', 'no-change', 'discarded')),
+        checkpoint TEXT UNIQUE REFERENCES checkpoints (id) DEFERRABLE INITIALLY DEFERRED,
+        result_root TEXT
+          CHECK (result_root IS NULL
+                 OR (length(result_root) = 40 AND result_root NOT GLOB '*[^0-9a-f]*')),
+        intent_root TEXT
+          CHECK (intent_root IS NULL
+                 OR (length(intent_root) = 40 AND intent_root NOT GLOB '*[^0-9a-f]*')),
+        intent_layer TEXT CHECK (intent_layer IS NULL OR length(intent_layer) > 0),
+        intent_changes TEXT
+          CHECK (intent_changes IS NULL
+                 OR (length(intent_changes) = 64 AND intent_changes NOT GLOB '*[^0-9a-f]*')),
+        intent_ms INTEGER,
+        seen_head TEXT,
+        reason TEXT,
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        launched_ms INTEGER,
+        drained_ms INTEGER,
+        ended_ms INTEGER,
+        CHECK ((coalesce(exec_kind, '') = 'exited') = (exec_code IS NOT NULL)),
+        CHECK ((coalesce(exec_kind, '') IN ('signaled', 'failed-to-start'))
+               = (exec_detail IS NOT NULL)),
+        CHECK ((intent_root IS NULL) = (intent_layer IS NULL)
+               AND (intent_root IS NULL) = (intent_changes IS NULL)
+               AND (intent_root IS NULL) = (intent_ms IS NULL)),
+        CHECK (intent_root IS NULL OR intent_root <> base_root),
+        CHECK (state NOT IN ('recorded', 'launched') OR (exec_kind IS NULL AND intent_root IS NULL)),
+        CHECK (state NOT IN ('drained', 'sealing', 'bound', 'discarded') OR exec_kind IS NOT NULL),
+        CHECK (coalesce(exec_kind, '') <> 'failed-to-start' OR launched_ms IS NULL),
+        CHECK (state <> 'sealing' OR intent_root IS NOT NULL),
+        CHECK ((state = 'bound') = (checkpoint IS NOT NULL)),
+        CHECK ((state = 'bound') = (coalesce(disposition, '') IN ('sealed', 'no-change'))),
+        CHECK ((state = 'discarded') = (coalesce(disposition, '') = 'discarded')),
+        CHECK ((result_root IS NOT NULL) = (state = 'bound')),
+        CHECK (coalesce(disposition, '') <> 'sealed'
+               OR (intent_root IS NOT NULL AND result_root = intent_root)),
+        CHECK (coalesce(disposition, '') <> 'no-change'
+               OR (intent_root IS NULL AND result_root = base_root)),
+        CHECK ((state = 'stale') = (seen_head IS NOT NULL)),
+        CHECK (state NOT IN ('stale', 'failed', 'escaped', 'recovery-required', 'abandoned')
+               OR reason IS NOT NULL),
+        CHECK (state NOT IN ('bound', 'discarded', 'stale', 'abandoned') OR ended_ms IS NOT NULL)
+      ) STRICT;
+      -- At most one live operation per session (docs/checkpoints.md "An operation").
+      CREATE UNIQUE INDEX operations_one_live ON operations (session)
+        WHERE state IN ('recorded', 'launched', 'drained', 'sealing');
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

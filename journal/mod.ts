@@ -35,3 +35,14 @@ export { type Migration, MIGRATIONS, SCHEMA_VERSION } from "./migrations.ts";
 export * from "./records.ts";
 export * from "../model/kit_rules.ts";
 export type { ResolutionFilter } from "./_resolutions.ts";
+export {
+  type BindResult,
+  CheckpointJournal,
+  type LogEntry,
+  type NewFork,
+  type NewOperation,
+  type NewSession,
+  type RecordResult,
+  type RollbackResult,
+  type StaleHead,
+} from "./checkpoints.ts";

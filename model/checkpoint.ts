@@ -232,6 +232,8 @@ export interface OperationRecord {
   readonly intent: CheckpointIntent | null;
   /** Why it failed, went stale or needs recovery. */
   readonly reason: string | null;
+  /** The head a stale bind found instead of {@linkcode OperationRecord.expectedHead}. */
+  readonly seenHead: string | null;
   readonly createdMs: number;
   readonly launchedMs: number | null;
   readonly drainedMs: number | null;

@@ -8,12 +8,16 @@
  * - `split`: commits split `s1`.
  * - `mid-transaction`: creates split `s1` inside a transaction that never commits.
  * - `mid-run`: commits the mid-run scenario of `_testing.ts`.
+ * - `bind-open`: session `s1` with operation `op-1` sealing (`_checkpoint_testing.ts`), then its
+ *   bind inside a transaction that never commits.
+ * - `bind-done`: the same, the bind committed.
  *
  * @module
  */
 
 import { Journal } from "../journal.ts";
 import { sampleSplit, writeMidRunScenario } from "../_testing.ts";
+import { R1, sealing, startSession } from "../_checkpoint_testing.ts";
 
 function written(): void {
   Deno.stdout.writeSync(new TextEncoder().encode("written\n"));
@@ -47,6 +51,24 @@ switch (mode) {
     written();
     blockForever();
     break;
+  case "bind-open":
+  case "bind-done": {
+    const c = journal.checkpoints;
+    startSession(c);
+    sealing(c, "s1", "op-1", R1);
+    const bind = () => c.bindCheckpoint("op-1", { createdMs: 3_000 });
+    if (mode === "bind-done") {
+      bind();
+      written();
+      blockForever();
+    }
+    journal.immediate(() => {
+      bind();
+      written();
+      blockForever();
+    });
+    break;
+  }
   default:
     throw new TypeError(`Unknown mode: "${mode}"`);
 }

@@ -15,7 +15,13 @@
 
 import * as ops from "./_checkpoint_ops.ts";
 import type { BindResult, NewOperation, RecordResult } from "./_checkpoint_ops.ts";
-import { readCheckpoint, readOperation, readSession, time } from "./_checkpoint_rows.ts";
+import {
+  operationFromRow,
+  readCheckpoint,
+  readOperation,
+  readSession,
+  time,
+} from "./_checkpoint_rows.ts";
 import * as sessions from "./_checkpoint_sessions.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
@@ -63,6 +69,18 @@ export class CheckpointJournal {
   /** Reads one operation, or null. */
   getOperation(id: string): OperationRecord | null {
     return this.#c.read("read operation", () => readOperation(this.#c, id));
+  }
+
+  /**
+   * Every live operation (`recorded`, `launched`, `drained`, `sealing`),
+   * oldest first: what start-up recovery settles (docs/checkpoints.md, "Recovery").
+   */
+  liveOperations(): OperationRecord[] {
+    return this.#c.read("list live operations", () =>
+      this.#c.all(
+        `SELECT * FROM operations WHERE state IN ('recorded', 'launched', 'drained', 'sealing')
+           ORDER BY created_ms, id`,
+      ).map(operationFromRow));
   }
 
   /**

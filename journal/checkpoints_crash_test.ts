@@ -9,17 +9,22 @@ import {
   headVisibility,
   LIVE_OPERATION_STATES,
   type RecoveryOutcome,
+  type RootDurability,
 } from "../model/operation_state.ts";
 
 const dir = scratchDir("checkpoints-crash");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir], run: [DENO] };
 
 /**
- * Start-up recovery of `op-1` as the daemon will run it, with the layer
- * read back as sealed with the requested root (what the seal step left):
- * the head is read back from the journal, the decision is the model's.
+ * Start-up recovery of `op-1` as the daemon will run it: the layer read
+ * back as `root` says (by default sealed with the requested root id, what
+ * the seal step leaves), the head read back from the journal, the decision
+ * the model's; a bind it decides is done.
  */
-function recover(j: Journal): RecoveryOutcome {
+function recover(
+  j: Journal,
+  root: RootDurability = "requested-root-durable",
+): RecoveryOutcome {
   const c = j.checkpoints;
   const op = c.getOperation("op-1")!;
   const session = c.getSession(op.session)!;
@@ -33,8 +38,8 @@ function recover(j: Journal): RecoveryOutcome {
   const live = LIVE_OPERATION_STATES.includes(op.state);
   const outcome = decideRecovery(op.state, {
     processes: "none",
-    upper: "absent",
-    root: live ? "requested-root-durable" : null,
+    upper: "intact",
+    root: live ? root : null,
     head: requested === null ? null : headVisibility(session.head, op.expectedHead, requested),
   });
   if (outcome.action === "bind" || outcome.action === "settle") {
@@ -98,5 +103,51 @@ Deno.test({
     assertBound(j);
     assert.deepEqual(recover(j), { action: "keep" });
     assert.equal(j.checkpoints.sessionLog("s1", { all: true }).length, 2);
+  }
+});
+
+Deno.test({
+  name:
+    "killed with SIGKILL after the intent: the layer absent is sealed once more, then bound; twice idempotent",
+  permissions,
+}, async () => {
+  const path = freshPath(dir);
+  await killAfterWrite("intent-done", path, dir);
+  {
+    using j = Journal.open(path);
+    const s = j.checkpoints.getSession("s1")!;
+    assert.equal(s.head, s.baseCheckpoint);
+    assert.equal(j.checkpoints.getOperation("op-1")?.state, "sealing");
+    // The seal never ran: seal the intent's exact layer once more, nothing else moves.
+    assert.deepEqual(recover(j, "requested-root-absent"), { action: "reseal" });
+    assert.equal(j.checkpoints.getOperation("op-1")?.state, "sealing");
+    // Once sealed: bound.
+    assert.deepEqual(recover(j), { action: "bind" });
+    assertBound(j);
+  }
+  using j = Journal.open(path);
+  assert.deepEqual(recover(j), { action: "keep" });
+  assertBound(j);
+});
+
+Deno.test({
+  name:
+    "killed after the intent, the layer holding another root: recovery-required, the head untouched",
+  permissions,
+}, async () => {
+  const path = freshPath(dir);
+  await killAfterWrite("intent-done", path, dir);
+  for (let run = 0; run < 2; run++) {
+    using j = Journal.open(path);
+    const outcome = recover(j, "conflicting-root-record");
+    if (outcome.action === "require") {
+      assert.equal(j.checkpoints.requireRecovery("op-1", outcome.reason, 8_000), true);
+    } else {
+      assert.deepEqual(outcome, { action: "keep" });
+    }
+    assert.equal(j.checkpoints.getOperation("op-1")?.state, "recovery-required");
+    const s = j.checkpoints.getSession("s1")!;
+    assert.equal(s.head, s.baseCheckpoint);
+    assert.deepEqual(j.checkpoints.liveOperations(), []);
   }
 });

@@ -234,7 +234,12 @@ Deno.test({ name: "checkpoints: one live operation per session", permissions }, 
     c.recordOperation({ ...next, session: "s2", expectedHead: other.head, id: "op-3" }).kind,
     "recorded",
   );
+  assert.deepEqual(c.liveOperations().map((o) => [o.id, o.state]), [
+    ["op-3", "recorded"],
+    ["op-1", "drained"],
+  ]);
   assert.equal(c.discardOperation("op-1", 3_000), true);
+  assert.deepEqual(c.liveOperations().map((o) => o.id), ["op-3"]);
   assert.deepEqual(c.getOperation("op-1")?.disposition, { kind: "discarded" });
   assert.equal(c.getSession("s1")?.head, s.head);
   assert.equal(c.recordOperation({ ...next, id: "op-2" }).kind, "recorded");

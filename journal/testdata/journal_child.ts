@@ -11,6 +11,8 @@
  * - `bind-open`: session `s1` with operation `op-1` sealing (`_checkpoint_testing.ts`), then its
  *   bind inside a transaction that never commits.
  * - `bind-done`: the same, the bind committed.
+ * - `intent-done`: session `s1` with operation `op-1` sealing: killed after its intent, before
+ *   any bind.
  *
  * @module
  */
@@ -48,6 +50,12 @@ switch (mode) {
     break;
   case "mid-run":
     writeMidRunScenario(journal);
+    written();
+    blockForever();
+    break;
+  case "intent-done":
+    startSession(journal.checkpoints);
+    sealing(journal.checkpoints, "s1", "op-1", R1);
     written();
     blockForever();
     break;

@@ -605,7 +605,9 @@ Deno.test({
   // A large change: its capture (a 30 MB text diff) takes seconds.
   const creator = w.spawnBash(`"$M" split -n -b 'a=seq 1 4000000 > big.txt' </dev/null`);
   const m = await waitFor("the split", async () => {
+    // A listing that races split's start of the daemon may fail: ask again.
     const r = await w.marsh(["splits", "--json"]);
+    if (r.code !== 0) return undefined;
     return (JSON.parse(r.stdout) as { splits: Manifest[] }).splits[0];
   });
   await waitFor("the capture to start", () => exists(`${m.out}/a/diff.patch`));

@@ -10,6 +10,7 @@
  */
 
 import type { ChangeStatus } from "./change.ts";
+import { cUnquote } from "./quote.ts";
 
 /** Lines added and removed, and files whose change is binary (counted apart: they have no lines). */
 export interface PatchStats {
@@ -19,48 +20,6 @@ export interface PatchStats {
   readonly removed: number;
   /** Sections with a `GIT binary patch` (or Git's `Binary files … differ`). */
   readonly binary: number;
-}
-
-const UNESCAPE: Readonly<Record<string, number>> = {
-  a: 0x07,
-  b: 0x08,
-  t: 0x09,
-  n: 0x0a,
-  v: 0x0b,
-  f: 0x0c,
-  r: 0x0d,
-  '"': 0x22,
-  "\\": 0x5c,
-};
-
-/**
- * The inverse of `cQuote`: a path as Git prints it, quoted or not, back to
- * the path. Octal escapes are bytes, so a quoted UTF-8 path decodes whole.
- *
- * @throws {SyntaxError} for a quoted path with a bad escape or no closing quote
- */
-export function cUnquote(text: string): string {
-  if (!text.startsWith('"')) return text;
-  if (text.length < 2 || !text.endsWith('"')) {
-    throw new SyntaxError(`unterminated quoted path ${text}`);
-  }
-  const bytes: number[] = [];
-  const enc = new TextEncoder();
-  for (let i = 1; i < text.length - 1; i++) {
-    const c = text[i];
-    if (c !== "\\") {
-      bytes.push(...enc.encode(c));
-      continue;
-    }
-    const next = text[++i] ?? "";
-    const letter = UNESCAPE[next];
-    if (letter !== undefined) bytes.push(letter);
-    else if (/^[0-3][0-7][0-7]$/.test(text.slice(i, i + 3))) {
-      bytes.push(parseInt(text.slice(i, i + 3), 8));
-      i += 2;
-    } else throw new SyntaxError(`bad escape in quoted path ${text}`);
-  }
-  return new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(bytes));
 }
 
 /** One line of a files list. */

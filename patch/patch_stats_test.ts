@@ -10,8 +10,8 @@ import fc from "fast-check";
 import { assertProperty } from "../tests/_property.ts";
 import type { FileChange, GitMode } from "./change.ts";
 import { gitOk, patchFor, tempDir, utf8 } from "./_testing.ts";
-import { cUnquote, parseFilesList, patchStats } from "./patch_stats.ts";
-import { cQuote } from "./quote.ts";
+import { parseFilesList, patchStats } from "./patch_stats.ts";
+import { cQuote, cUnquote } from "./quote.ts";
 import { filesLine } from "./writer.ts";
 
 const GIT_PERMISSIONS = { read: true, write: true, run: ["git"], env: ["PATH"] };
@@ -112,6 +112,6 @@ Deno.test("parseFilesList reads a files list and names a malformed line", () => 
     { status: "D", path: "é" },
   ]);
   assert.throws(() => parseFilesList("M\ta\nX b\n"), /line 2 is malformed/);
-  assert.throws(() => cUnquote('"a\\q"'), /bad escape/);
-  assert.throws(() => cUnquote('"abc'), /unterminated/);
+  assert.throws(() => cUnquote('"a\\q"'), /malformed quoted path/);
+  assert.throws(() => cUnquote('"abc'), /malformed quoted path/);
 });

@@ -86,3 +86,56 @@ export function quotePrefixed(
   if (!options.always && !mustQuote(prefix) && !mustQuote(path)) return prefix + path;
   return `"${escapeBody(prefix)}${escapeBody(path)}"`;
 }
+
+const UNESCAPES: Readonly<Record<string, number>> = {
+  a: 0x07,
+  b: 0x08,
+  t: 0x09,
+  n: 0x0a,
+  v: 0x0b,
+  f: 0x0c,
+  r: 0x0d,
+  '"': 0x22,
+  "\\": 0x5c,
+};
+
+/**
+ * The C-quoted name at the start of `s` (which starts with `"`), as
+ * {@linkcode cQuote} writes it: its text (octal escapes are bytes, so a
+ * quoted UTF-8 name decodes whole) and the index just past its closing
+ * quote; `null` for a bad escape or no closing quote.
+ */
+export function cUnquoteAt(s: string): { text: string; end: number } | null {
+  const bytes: number[] = [];
+  const enc = new TextEncoder();
+  for (let i = 1; i < s.length; i++) {
+    const c = s[i]!;
+    if (c === '"') return { text: new TextDecoder().decode(new Uint8Array(bytes)), end: i + 1 };
+    if (c !== "\\") {
+      bytes.push(...enc.encode(c));
+      continue;
+    }
+    const oct = /^[0-3][0-7]{2}/.exec(s.slice(i + 1, i + 4));
+    if (oct) {
+      bytes.push(parseInt(oct[0], 8));
+      i += 3;
+      continue;
+    }
+    const letter = UNESCAPES[s[++i] ?? ""];
+    if (letter === undefined) return null;
+    bytes.push(letter);
+  }
+  return null;
+}
+
+/**
+ * The inverse of {@linkcode cQuote}: a name as Git prints it, quoted or not.
+ *
+ * @throws {SyntaxError} for a quoted name with a bad escape, no closing quote, or text after it
+ */
+export function cUnquote(text: string): string {
+  if (!text.startsWith('"')) return text;
+  const q = cUnquoteAt(text);
+  if (q === null || q.end !== text.length) throw new SyntaxError(`malformed quoted path ${text}`);
+  return q.text;
+}

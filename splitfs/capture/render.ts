@@ -9,7 +9,7 @@
  * @module
  */
 
-import { cQuote } from "../../patch/quote.ts";
+import { cQuote, cUnquoteAt } from "../../patch/quote.ts";
 import { PATCH_FILE } from "./capture.ts";
 import { type Dir, type FileHandle, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
 import { RejectedError } from "../errors.ts";
@@ -188,39 +188,6 @@ export class BinarySummarizer {
   }
 }
 
-const C_ESCAPES: Readonly<Record<string, number>> = {
-  a: 7,
-  b: 8,
-  t: 9,
-  n: 10,
-  v: 11,
-  f: 12,
-  r: 13,
-  '"': 0x22,
-  "\\": 0x5c,
-};
-
-/** Git's C-quoted name at the start of `s`: its bytes decoded, and where it ended. */
-function unquote(s: string): { name: string; end: number } | null {
-  const bytes: number[] = [];
-  for (let i = 1; i < s.length; i++) {
-    const c = s[i]!;
-    if (c === '"') return { name: dec.decode(new Uint8Array(bytes)), end: i + 1 };
-    if (c !== "\\") {
-      bytes.push(...enc.encode(c));
-      continue;
-    }
-    const next = s[++i] ?? "";
-    const oct = /^[0-7]{3}/.exec(s.slice(i, i + 3));
-    if (oct) {
-      bytes.push(parseInt(oct[0], 8) & 0xff);
-      i += 2;
-    } else if (next in C_ESCAPES) bytes.push(C_ESCAPES[next]!);
-    else return null;
-  }
-  return null;
-}
-
 /**
  * The path of a `diff --git a/P b/P` line (the text after `diff --git `),
  * unquoted; `null` when the line names no `a/` path. Capture writes no
@@ -228,8 +195,8 @@ function unquote(s: string): { name: string; end: number } | null {
  */
 export function diffLinePath(names: string): string | null {
   if (names.startsWith('"')) {
-    const q = unquote(names);
-    if (q && q.name.startsWith("a/")) return q.name.slice(2);
+    const q = cUnquoteAt(names);
+    if (q && q.text.startsWith("a/")) return q.text.slice(2);
   } else if (names.startsWith("a/")) {
     // "a/P b/P": the two halves have the same length.
     const len = (names.length - 5) / 2;

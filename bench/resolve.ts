@@ -163,7 +163,7 @@ function stateMap(text: string, blobField: number): Map<string, Signature> {
  * undone; the merge inputs of the same change, with the blobs copied into a
  * fresh `store.git`.
  */
-async function prepare(
+export async function prepare(
   git: HardenedGit,
   tree: string,
   files: number,
@@ -230,7 +230,7 @@ async function prepare(
  * `count` modified text files spread over the tree (every k-th tracked
  * regular file, `.gitignore` files left alone), each with one line added.
  */
-async function wideChange(
+export async function wideChange(
   git: HardenedGit,
   tree: string,
   count: number,

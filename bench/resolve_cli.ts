@@ -64,6 +64,8 @@ export interface CliRow {
   readonly changed: number;
   readonly marshMs: number;
   readonly gitApplyMs: number;
+  /** `./marsh --version` in the same runs: the CLI's start, part of `marshMs`. */
+  readonly cliStartMs: number;
   /** `marshMs / gitApplyMs`. */
   readonly ratio: number;
 }
@@ -231,6 +233,8 @@ export async function measureResolveCli(opts: {
       const merge = m.spec(ours, ["merge", id, "change"]);
       const apply = git.spec(theirs, ["apply", "--3way", c.patch]);
       const reset = () => git.run(theirs, ["reset", "-q", "--hard", "HEAD"]);
+      const version = m.spec(ours, ["--version"]);
+      const starts: number[] = [];
       const cases = {
         clean: { marsh: [] as number[], git: [] as number[] },
         both: { marsh: [] as number[], git: [] as number[] },
@@ -241,6 +245,7 @@ export async function measureResolveCli(opts: {
         const keep = (xs: number[], ms: number) => {
           if (i > 0) xs.push(ms);
         };
+        keep(starts, await timed(version));
         keep(cases.clean.marsh, await timed(merge));
         await m.run(ours, ["undo", await newestMerge(m, ours, id, "change")]);
         keep(cases.clean.git, await timed(apply));
@@ -258,7 +263,11 @@ export async function measureResolveCli(opts: {
         await reset();
       }
       for (const [name, k] of [["clean", cases.clean], ["both sides", cases.both]] as const) {
-        const row = { marshMs: median(k.marsh), gitApplyMs: median(k.git) };
+        const row = {
+          marshMs: median(k.marsh),
+          gitApplyMs: median(k.git),
+          cliStartMs: median(starts),
+        };
         rows.push({
           files: t.files,
           case: name,
@@ -270,7 +279,6 @@ export async function measureResolveCli(opts: {
       if (wide !== null) {
         log(`resolve cli: ${t.files} files: dry run of a ${wide.changed}-file change`);
         const dry = m.spec(ours, ["merge", id, "wide", "--dry-run"]);
-        const version = m.spec(ours, ["--version"]);
         const d: number[] = [], v: number[] = [];
         for (let i = 0; i <= opts.runs; i++) {
           const dm = await timed(dry), vm = await timed(version);
@@ -322,7 +330,8 @@ export async function measureResolveCli(opts: {
       "back untimed with `git reset -q --hard HEAD`",
       "both sides: first (untimed) one line added on top of one of the 20 files, in each working " +
       "copy (`git add`ed in the second: `git apply --3way` needs the file to match the index)",
-      "dry run: `./marsh merge ID wide --dry-run` against `./marsh --version`",
+      "dry run: `./marsh merge ID wide --dry-run` against `./marsh --version`; (CLI start): " +
+      "`./marsh --version` timed in the same runs, part of the merge's time",
       "the patch: `git diff --cached --binary --full-index` of the change; the split's branch " +
       "ran `git apply` of it",
     ],
@@ -341,7 +350,9 @@ export function renderResolveCli(r: ResolveCliResult): string {
     "",
     `${"files".padStart(8)}  ${"case".padEnd(10)} ${"changed".padStart(7)} ${
       "marsh merge".padStart(11)
-    } ${"git apply --3way".padStart(16)} ${"ratio".padStart(7)}  target`,
+    } ${"(CLI start)".padStart(11)} ${"git apply --3way".padStart(16)} ${
+      "ratio".padStart(7)
+    }  target`,
   ];
   for (const row of r.rows) {
     const target = row.case === "clean"
@@ -350,9 +361,9 @@ export function renderResolveCli(r: ResolveCliResult): string {
     lines.push(
       `${String(row.files).padStart(8)}  ${row.case.padEnd(10)} ${
         String(row.changed).padStart(7)
-      } ${fmtMs(row.marshMs).padStart(11)} ${fmtMs(row.gitApplyMs).padStart(16)} ${
-        fmtRatio(row.ratio).padStart(7)
-      }  ${target}`,
+      } ${fmtMs(row.marshMs).padStart(11)} ${fmtMs(row.cliStartMs).padStart(11)} ${
+        fmtMs(row.gitApplyMs).padStart(16)
+      } ${fmtRatio(row.ratio).padStart(7)}  ${target}`,
     );
   }
   if (r.growth !== null) {

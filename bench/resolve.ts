@@ -11,7 +11,9 @@
  * {@linkcode plannerSide} (the git planner entrypoint, `runGitPlanner`, on
  * merge inputs built here directly, as the split-filesystem service would
  * give them); {@linkcode inProcessSide} is the same plan without the
- * process start. The full `marsh merge` command is to replace them.
+ * process start. The full `marsh merge` command through the CLI is
+ * measured in bench/resolve_cli.ts, which reuses {@linkcode prepare} and
+ * {@linkcode wideChange}.
  *
  * Needs `--allow-run` (git, deno), `--allow-env`, read/write on
  * `bench/.trees/` and the temp dir.

@@ -21,8 +21,9 @@
  * prints only that (with `--split`, both). Without `--kit`, an engine that
  * cannot be had skips the table with a note instead of failing the run.
  * Last, every target in one table. `--cli` prints only how fast the CLI
- * starts (bench/cli.ts). `--resolve` prints only the `--git` merge planning
- * against `git apply --3way --check` (bench/resolve.ts).
+ * starts (bench/cli.ts). `--resolve` prints only `marsh merge` through the
+ * CLI against `git apply --3way` (bench/resolve_cli.ts), then the `--git`
+ * planner alone against `git apply --3way --check` (bench/resolve.ts).
  *
  * ```sh
  * deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] [--split]
@@ -43,6 +44,7 @@ import { join } from "node:path";
 import { HardenedGit } from "./_git.ts";
 import { renderCliBench, runCliBench } from "./cli.ts";
 import { measureResolve, renderResolve, RESOLVE_RUNS, RESOLVE_SIZES } from "./resolve.ts";
+import { type CliTree, measureResolveCli, renderResolveCli } from "./resolve_cli.ts";
 import { measureBaselines } from "./baselines.ts";
 import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
 import {
@@ -368,14 +370,27 @@ if (import.meta.main) {
     console.log(options.json ? JSON.stringify(result, null, 2) : renderCliBench(result));
   } else if (options.resolve) {
     await using git = await HardenedGit.create();
-    const result = await measureResolve({
-      git,
-      runs: options.runs ?? RESOLVE_RUNS,
-      seed: options.seed,
-      sizes: options.sizesGiven ? options.sizes : RESOLVE_SIZES,
-      log: (l) => console.error(`bench: ${l}`),
-    });
-    console.log(options.json ? JSON.stringify(result, null, 2) : renderResolve(result));
+    const log = (l: string) => console.error(`bench: ${l}`);
+    const runs = options.runs ?? RESOLVE_RUNS;
+    const sizes = options.sizesGiven ? options.sizes : RESOLVE_SIZES;
+    const trees: CliTree[] = [];
+    for (const files of [...sizes].sort((a, b) => a - b)) {
+      const tree = await cachedTree(files, options.seed, git, log);
+      trees.push({
+        files,
+        dir: tree.dir,
+        head: tree.head,
+        workDir: join(tree.dir, "..", "work"),
+        edits: await planSmallChange(tree.dir, options.seed, git),
+      });
+    }
+    const cli = await measureResolveCli({ git, runs, trees, log });
+    const planner = await measureResolve({ git, runs, seed: options.seed, sizes, log });
+    console.log(
+      options.json
+        ? JSON.stringify({ cli, planner }, null, 2)
+        : `${renderResolveCli(cli)}\n\n${renderResolve(planner)}`,
+    );
   } else {
     await run(options);
   }

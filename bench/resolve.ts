@@ -11,7 +11,9 @@
  * {@linkcode plannerSide} (the git planner entrypoint, `runGitPlanner`, on
  * merge inputs built here directly, as the split-filesystem service would
  * give them); {@linkcode inProcessSide} is the same plan without the
- * process start. The full `marsh merge` command is to replace them.
+ * process start. The full `marsh merge` command through the CLI is
+ * measured in bench/resolve_cli.ts, which reuses {@linkcode prepare} and
+ * {@linkcode wideChange}.
  *
  * Needs `--allow-run` (git, deno), `--allow-env`, read/write on
  * `bench/.trees/` and the temp dir.
@@ -163,7 +165,7 @@ function stateMap(text: string, blobField: number): Map<string, Signature> {
  * undone; the merge inputs of the same change, with the blobs copied into a
  * fresh `store.git`.
  */
-async function prepare(
+export async function prepare(
   git: HardenedGit,
   tree: string,
   files: number,
@@ -230,7 +232,7 @@ async function prepare(
  * `count` modified text files spread over the tree (every k-th tracked
  * regular file, `.gitignore` files left alone), each with one line added.
  */
-async function wideChange(
+export async function wideChange(
   git: HardenedGit,
   tree: string,
   count: number,

@@ -45,6 +45,18 @@ export class ObjectStore implements Disposable {
   }
 
   /** Writes a blob unless present; returns its id. */
+  /** Whether the store holds object `id` (its fanout dirs are kept open for the next asks). */
+  has(id: string): boolean {
+    const fan = id.slice(0, 2);
+    let dir = this.#fanout.get(fan);
+    if (dir === undefined) {
+      if (this.#objects.statAt(fan)?.kind !== "dir") return false;
+      dir = this.#objects.openDir(fan);
+      this.#fanout.set(fan, dir);
+    }
+    return dir.statAt(id.slice(2))?.kind === "file";
+  }
+
   writeBlob(bytes: Uint8Array): string {
     const id = blobId(bytes);
     const [fan, rest] = [id.slice(0, 2), id.slice(2)];

@@ -19,7 +19,7 @@ import type {
 import { STORE_DIR } from "../../model/layout.ts";
 import { MAX_FILE_BYTES } from "../capture/compare.ts";
 import { openPatch } from "../capture/render.ts";
-import { type Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
+import { Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
 import { fatalUtf8 } from "../fd/file_names.ts";
 import { RefusedError, RejectedError } from "../errors.ts";
 import { ObjectStore } from "../git/store.ts";
@@ -52,6 +52,7 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
     patch.close();
   }
   using store = ObjectStore.open(view.split, STORE_DIR);
+  using parents = new ParentDirs(view.source);
   const side = (s: PatchSide | null, blob: string | null): Signature => {
     if (s === null) return ABSENT;
     const id = s.blob ?? blob!;
@@ -66,7 +67,7 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
       path: e.path,
       base: side(e.old, shared),
       branch: side(e.new, shared),
-      ...sourceOf(view, store, e.path),
+      ...sourceOf(parents, store, e.path),
     };
   });
   paths.sort((a, b) => comparePaths(a.path, b.path));
@@ -142,17 +143,17 @@ const KIND_WORDS: Readonly<Record<string, string>> = {
 
 /** The source's state at `path`, and why it cannot hold the branch's there, if it cannot. */
 function sourceOf(
-  view: ResolveView,
+  parents: ParentDirs,
   store: ObjectStore,
   path: string,
 ): { source: Signature; blocked?: string } {
-  const p = openParent(view.source, path);
+  const p = parents.of(path);
   if (!p.ok) {
     if (p.kind === "absent") return { source: ABSENT };
     const what = KIND_WORDS[p.kind] ?? `a ${p.kind}`;
     return { source: ABSENT, blocked: `${p.at} is ${what} in the source, not a directory` };
   }
-  using dir = p.dir;
+  const dir = p.dir;
   const st = dir.statAt(p.name);
   if (st === null) return { source: ABSENT };
   switch (st.kind) {
@@ -172,7 +173,7 @@ function sourceOf(
     }
     case "file": {
       using f = dir.openFile(p.name);
-      const { blob, stored } = storeSourceFile(f, view.objects, store);
+      const { blob, stored } = storeSourceFile(f, store);
       const source: Signature = { kind: "file", mode: f.stat().perm & 0o100 ? 0o755 : 0o644, blob };
       if (stored) return { source };
       return {
@@ -182,5 +183,55 @@ function sourceOf(
     }
     default:
       return { source: ABSENT, blocked: `${path} is a ${st.kind} in the source` };
+  }
+}
+
+/** Where a path's parent directory is in the source, or why it cannot be (`openParent`'s answer). */
+type ParentOf =
+  | { readonly ok: true; readonly dir: Dir; readonly name: string }
+  | { readonly ok: false; readonly at: string; readonly kind: string };
+
+/**
+ * The source's directories, each opened once per request, one component at
+ * a time and never through a symlink (as `openParent` does): a patch's
+ * paths share their directories, and every open is a system call.
+ */
+class ParentDirs implements Disposable {
+  readonly #root: Dir;
+  readonly #dirs = new Map<string, Dir | { readonly at: string; readonly kind: string }>();
+
+  constructor(root: Dir) {
+    this.#root = root;
+  }
+
+  /** `path`'s parent, open (owned by this cache: do not close it), or why it is not a directory. */
+  of(path: string): ParentOf {
+    const slash = path.lastIndexOf("/");
+    const name = path.slice(slash + 1);
+    const d = this.#dir(slash === -1 ? "" : path.slice(0, slash));
+    return d instanceof Dir ? { ok: true, dir: d, name } : { ok: false, ...d };
+  }
+
+  #dir(rel: string): Dir | { readonly at: string; readonly kind: string } {
+    if (rel === "") return this.#root;
+    const known = this.#dirs.get(rel);
+    if (known !== undefined) return known;
+    const slash = rel.lastIndexOf("/");
+    const up = this.#dir(slash === -1 ? "" : rel.slice(0, slash));
+    let found: Dir | { readonly at: string; readonly kind: string } = up;
+    if (up instanceof Dir) {
+      const name = rel.slice(slash + 1);
+      const st = up.statAt(name);
+      found = st === null || st.kind !== "dir"
+        ? { at: rel, kind: st?.kind ?? "absent" }
+        : up.openDir(name);
+    }
+    this.#dirs.set(rel, found);
+    return found;
+  }
+
+  [Symbol.dispose](): void {
+    for (const d of this.#dirs.values()) if (d instanceof Dir) d.close();
+    this.#dirs.clear();
   }
 }

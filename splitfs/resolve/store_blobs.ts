@@ -52,13 +52,9 @@ export interface SourceBlob {
  *
  * @throws {Error} when the file changed while it was read
  */
-export function storeSourceFile(
-  file: FileHandle,
-  objects: Dir,
-  store: ObjectStore,
-): SourceBlob {
+export function storeSourceFile(file: FileHandle, store: ObjectStore): SourceBlob {
   const blob = blobIdOfFile(file, 40);
-  if (storeHas(objects, blob)) return { blob, stored: true };
+  if (store.has(blob)) return { blob, stored: true };
   const size = file.stat().size;
   if (size > MAX_FILE_BYTES) return { blob, stored: false };
   check(libc().lseek(file.fd, 0n, 0), "lseek", file.path);

@@ -363,10 +363,11 @@ async function removeAttempt(
   attempt: string,
   timeoutMs: number,
   why: string,
+  listing: Promise<ContainerSummary[]> = api.listContainers([`${LABEL_ATTEMPT}=${attempt}`]),
 ): Promise<void> {
   let left: ContainerSummary[];
   try {
-    left = await api.listContainers([`${LABEL_ATTEMPT}=${attempt}`]);
+    left = await listing;
   } catch (error) {
     if (error instanceof Deno.errors.NotCapable) throw error;
     throw new ContainerNotRemovedError(
@@ -392,7 +393,8 @@ async function removeAttempt(
 export async function removeVerified(
   api: DockerApi,
   id: string,
-  opts: { readonly attempt?: string; readonly timeoutMs?: number } = {},
+  opts: { readonly attempt?: string; readonly timeoutMs?: number; readonly answered?: () => void } =
+    {},
 ): Promise<void> {
   const docker = new KitDocker(api.socket);
   const deadline = Date.now() + (opts.timeoutMs ?? REMOVE_TIMEOUT_MS);
@@ -405,6 +407,7 @@ export async function removeVerified(
       // 409 (removal in progress) and engine faults: the check below decides.
       last = error;
     }
+    opts.answered?.();
     try {
       if (!(await docker.exists(id))) return;
       last ??= new Error("the engine still lists it after removal");
@@ -753,9 +756,20 @@ export async function runKitContainer(
       failure = error;
     }
     try {
-      await removeVerified(api, id, { attempt: launch.attempt, timeoutMs: removeTimeoutMs });
-      // By id it is gone; by label nothing else of the attempt may be left either.
-      await removeAttempt(api, launch.attempt, removeTimeoutMs, `container ${id} was removed`);
+      // By id it is gone; by label nothing else of the attempt may be left either. The
+      // listing is asked once the removal was answered, beside the check by id.
+      let listing: Promise<ContainerSummary[]> | undefined;
+      const answered = () => {
+        listing ??= api.listContainers([`${LABEL_ATTEMPT}=${launch.attempt}`]);
+        listing.catch(() => {/* awaited by removeAttempt, which says why */});
+      };
+      await removeVerified(api, id, {
+        attempt: launch.attempt,
+        timeoutMs: removeTimeoutMs,
+        answered,
+      });
+      const why = `container ${id} was removed`;
+      await removeAttempt(api, launch.attempt, removeTimeoutMs, why, listing);
     } catch (error) {
       if (error instanceof ContainerNotRemovedError && failure !== null) {
         throw new ContainerNotRemovedError(error.attempt, error.containerId, error.message, {

@@ -634,6 +634,28 @@ Deno.test({
 });
 
 Deno.test({
+  name: "kit container: a run removes every container labelled with its attempt, not only its own",
+  permissions: perms,
+}, async () => {
+  await using ctx = await setup({ forks: "copy" });
+  const launch = ctx.launch("a", ["sh", "-c", "true"]);
+  // Another container of the same attempt (an earlier create whose answer was lost, say).
+  const stray = (await dockerCli(ctx.socket, [
+    "create",
+    "--label",
+    `marsh.attempt=${launch.attempt}`,
+    "--label",
+    `marsh.job=${ctx.job}`,
+    ctx.image,
+    "true",
+  ])).trim();
+  const r = await ctx.run(launch);
+  assert.equal(ok(r).code, 0, r.stderr);
+  await assert.rejects(dockerCli(ctx.socket, ["inspect", stray]), /No such/);
+  await noLeftovers(ctx);
+});
+
+Deno.test({
   name: "kit container: leftovers are found by label (marsh-made only) and removed verified",
   permissions: perms,
 }, async () => {

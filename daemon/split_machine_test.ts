@@ -349,6 +349,7 @@ Deno.test({
   const joiner = new FakeConn();
   joiner.push({ v: 1, t: "join.release", consumerStatus: null });
   const joining = w.journal.commits;
+  const asked = w.service.types.length;
   await w.splits.join(joiner, {
     v: 1,
     t: "split.join",
@@ -359,6 +360,13 @@ Deno.test({
   });
   // The state before the removal; what the removal left after it.
   assert.equal(w.journal.commits - joining, 2, "commits in the join");
+  // out/ was complete: checked once, not again after publishing nothing.
+  assert.deepEqual(w.service.types.slice(asked), [
+    "out-check",
+    "manifest",
+    "render",
+    "remove",
+  ]);
   assert.equal(w.journal.getSplit(id)?.state, "joined");
   assert.equal(w.journal.getSplit(id)?.identity, null);
   assert.equal(w.journal.getCapability(`${id}/cap`)?.state, "revoked");

@@ -244,21 +244,8 @@ export function preSplit(args: readonly string[]): PreSplit {
   return { head: [...args], argvParts: [], consumer: undefined };
 }
 
-function buildProgram(
-  ctx: CliContext,
-  argvParts: readonly string[],
-  consumer: readonly string[] | undefined,
-): Command {
+function addSplit(program: Command, ctx: CliContext, argvParts: readonly string[]): void {
   const { setStatus } = ctx;
-  const program = userErrors(new Command("marsh"), "marsh")
-    .description(
-      "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
-    )
-    .version(`marsh ${MARSH_VERSION} (deno ${Deno.version.deno})`, "--version", "print the version")
-    // Each command's options are its own: `splits` passes `rm --json` on to `rm`.
-    .enablePositionalOptions()
-    .exitOverride();
-
   userErrors(program.command("split"), "marsh split")
     .description("Run branches in private forks of the project at once; print a handle for join.")
     .usage("[-n] [-b LABEL=STRING]... [::: LABEL CMD ARGS...]...")
@@ -307,7 +294,14 @@ function buildProgram(
         ),
       );
     });
+}
 
+function addJoin(
+  program: Command,
+  ctx: CliContext,
+  consumer: readonly string[] | undefined,
+): void {
+  const { setStatus } = ctx;
   userErrors(program.command("join"), "marsh join")
     .description("Take a split's results: print them, or hand them to a command, then release it.")
     .usage("[--json] [--keep] [-- CMD ARGS...]")
@@ -333,6 +327,47 @@ function buildProgram(
         ),
       );
     });
+}
+
+/**
+ * The command tree for `args`: the program with every command (the shared
+ * ones, then what `register` adds), or, when `args` asks for `split` or
+ * `join`, with that one command only: its parse, help and errors are the
+ * same, and the process does not build the other forty.
+ */
+export function programFor(
+  args: readonly string[],
+  ctx: CliContext,
+  register?: RegisterCommands,
+): { program: Command; head: string[] } {
+  const { head, argvParts, consumer } = preSplit(args);
+  const only = head[0] === "split" || head[0] === "join" ? head[0] : null;
+  const program = buildProgram(ctx, argvParts, consumer, only);
+  if (only === null) register?.(program, ctx);
+  return { program, head };
+}
+
+function buildProgram(
+  ctx: CliContext,
+  argvParts: readonly string[],
+  consumer: readonly string[] | undefined,
+  only: "split" | "join" | null,
+): Command {
+  const { setStatus } = ctx;
+  const program = userErrors(new Command("marsh"), "marsh")
+    .description(
+      "Cheap private forks of a project: snapshot, fork per branch, capture each result as a patch.",
+    )
+    .version(`marsh ${MARSH_VERSION} (deno ${Deno.version.deno})`, "--version", "print the version")
+    // Each command's options are its own: `splits` passes `rm --json` on to `rm`.
+    .enablePositionalOptions()
+    .exitOverride();
+
+  // `split` and `join` start most pipelines: they build only themselves (docs/guide.md,
+  // "How fast marsh starts").
+  if (only !== "join") addSplit(program, ctx, argvParts);
+  if (only !== "split") addJoin(program, ctx, consumer);
+  if (only !== null) return program;
 
   const splits = userErrors(program.command("splits"), "marsh splits")
     .description("List this project's splits; cancel, remove or prune them.")
@@ -467,9 +502,7 @@ export async function runCli(
 ): Promise<number> {
   let status = 0;
   const ctx: CliContext = { io, signals, setStatus: (code) => status = code, userErrors };
-  const { head, argvParts, consumer } = preSplit(args);
-  const program = buildProgram(ctx, argvParts, consumer);
-  register?.(program, ctx);
+  const { program, head } = programFor(args, ctx, register);
   try {
     await program.parseAsync(head, { from: "user" });
   } catch (error) {

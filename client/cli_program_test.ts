@@ -5,7 +5,16 @@
  */
 import assert from "node:assert/strict";
 import { CliError } from "./cli_error.ts";
-import { preSplit, runCli } from "./cli_program.ts";
+import {
+  type CliContext,
+  io,
+  preSplit,
+  programFor,
+  runCli,
+  signals,
+  userErrors,
+} from "./cli_program.ts";
+import { registerHostCommands } from "../main.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 
@@ -65,6 +74,61 @@ Deno.test("runCli: a command's status, a CliError's code, usage errors are 2", a
     ]
   ) {
     assert.equal(await runCli(args), 2, args.join(" "));
+  }
+});
+
+Deno.test("programFor: split and join build only themselves, anything else every command", () => {
+  const ctx: CliContext = { io, signals, setStatus: () => {}, userErrors };
+  const names = (args: string[]) =>
+    programFor(args, ctx, registerHostCommands).program.commands.map((c) => c.name());
+  assert.deepEqual(names(["split", "-n", ":::", "a", "kit", "true"]), ["split"]);
+  assert.deepEqual(names(["join", "--json", "--", "sh"]), ["join"]);
+  const all = names(["splits"]);
+  for (const name of ["split", "join", "splits", "logs", "merge", "status", "kits", "engine"]) {
+    assert.ok(all.includes(name), `${name} in ${all.join(" ")}`);
+  }
+  assert.deepEqual(names(["--help"]), all);
+  assert.deepEqual(names(["help", "split"]), all);
+  assert.deepEqual(programFor(["join", "--keep", "--", "x"], ctx).head, ["join", "--keep"]);
+});
+
+Deno.test({
+  name: "split and join alone print the help and the errors the whole program prints",
+  permissions: { run: true, read: true, write: true, env: true },
+}, async () => {
+  const home = await Deno.makeTempDir({ prefix: "marsh-cli-only-" });
+  const run = async (args: string[]) => {
+    const out = await new Deno.Command(`${root}marsh`, {
+      args,
+      env: { MARSH_HOME: home },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const dec = new TextDecoder();
+    return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+  };
+  try {
+    for (const name of ["split", "join"]) {
+      // `help NAME` builds every command; `NAME --help` only NAME.
+      const whole = await run(["help", name]);
+      assert.equal(whole.code, 0);
+      assert.match(whole.stdout, new RegExp(`^Usage: marsh ${name} `));
+      assert.deepEqual(await run([name, "--help"]), whole);
+    }
+    const bad = await run(["split", "--bogus"]);
+    assert.equal(bad.code, 2);
+    assert.equal(
+      bad.stderr,
+      "marsh split: unknown option '--bogus' (see `marsh split --help`)\n",
+    );
+    const badJoin = await run(["join", "--bogus"]);
+    assert.equal(
+      badJoin.stderr,
+      "marsh join: unknown option '--bogus' (see `marsh join --help`)\n",
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
   }
 });
 

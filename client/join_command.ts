@@ -134,9 +134,11 @@ export async function joinCommand(
       if (open) open = await io.write(bytes);
     };
     if (opts.json) {
+      // Nothing of the rendering is written here, so the release need not wait
+      // for it: the daemon reads it after `join.rendered`.
+      await talk.send({ v: 1, t: "join.release", consumerStatus: null });
       await talk.rendering();
       // The line says what the release did, so it is written after it (docs/guide.md, "marsh join").
-      await talk.send({ v: 1, t: "join.release", consumerStatus: null });
       const released = await talk.expect(["join.released"]);
       if (released.message) io.error(released.message);
       await write(releasedLine(ready, released));

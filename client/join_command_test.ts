@@ -192,6 +192,36 @@ Deno.test({
 });
 
 Deno.test({
+  name: "join --json releases without waiting for the rendering it does not print",
+  permissions,
+}, async () => {
+  await using home = await tempHome();
+  await using daemon = await FakeDaemon.listen(`${home.path}/marshd.sock`);
+  const run = spawnMarsh(["join", "--json"], { home: home.path, stdin: enc.encode(HANDLE) });
+  const conn = await daemon.accept();
+  await conn.expect("split.join");
+  await conn.send({ v: 1, t: "join.ready", manifest: manifest("S1"), env: SPLIT_ENV });
+  // No rendering yet: the release comes anyway (the daemon reads it after join.rendered).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const release = await Promise.race([
+    conn.expect("join.release"),
+    new Promise<null>((resolve) => timer = setTimeout(() => resolve(null), 10_000)),
+  ]);
+  clearTimeout(timer);
+  await conn.send({ v: 1, t: "chunk", data: Buffer.from(RENDERING).toString("base64") });
+  await conn.send({ v: 1, t: "join.rendered" });
+  await conn.send({ v: 1, t: "join.released", removed: true, reason: "every branch exited 0" });
+  const r = await run.done;
+  assert.equal(release?.consumerStatus, null, "released before the rendering");
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.text), {
+    ...manifest("S1"),
+    released: "removed",
+    reason: "every branch exited 0",
+  });
+});
+
+Deno.test({
   name: "join -- CMD: the rendering on stdin, SPLIT_* set, its status released and returned",
   permissions,
 }, async () => {

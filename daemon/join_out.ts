@@ -76,7 +76,8 @@ export async function completeOut(
 ): Promise<string | null> {
   const branches = d.journal.branches(id);
   const why = new Map<string, string>();
-  for (const m of await missingOf(d, id, branches)) {
+  const missing = await missingOf(d, id, branches);
+  for (const m of missing) {
     const b = branches.find((x) => x.label === m.label);
     if (!b || !["status", "stdout", "stderr"].every((f) => m.files.includes(f))) continue;
     const dir = b.attempt === null ? null : `${d.home}/${ATTEMPTS_DIR}/${b.attempt}`;
@@ -101,7 +102,8 @@ export async function completeOut(
       why.set(b.label, messageOf(error));
     }
   }
-  const still = await missingOf(d, id, branches);
+  // Nothing was missing: nothing was published again, so nothing to check again.
+  const still = missing.length === 0 ? [] : await missingOf(d, id, branches);
   const first = still[0];
   if (first !== undefined) {
     const reason = why.get(first.label);

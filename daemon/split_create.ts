@@ -139,20 +139,6 @@ function record(
     withIgnored: req.withIgnored,
     rootId: null,
   };
-  journal.createSplit(split);
-  journal.createCapability({
-    id: split.cap,
-    split: id,
-    label: null,
-    holder: auth.kind === "host"
-      ? "host"
-      : auth.kind === "job"
-      ? `job:${auth.job}`
-      : `session:${auth.session}`,
-    state: "live",
-    createdMs: now,
-    revokedMs: null,
-  });
   // Every requested branch (and an argv branch's job) is on record before
   // anything runs: a restart reports the ones that never started as cancelled.
   const jobIds = new Map<string, string>();
@@ -182,7 +168,22 @@ function record(
     viewReason: null,
     discard: null,
   }));
+  // One transaction, one fsync: nothing happens between these records.
   journal.immediate(() => {
+    journal.createSplit(split);
+    journal.createCapability({
+      id: split.cap,
+      split: id,
+      label: null,
+      holder: auth.kind === "host"
+        ? "host"
+        : auth.kind === "job"
+        ? `job:${auth.job}`
+        : `session:${auth.session}`,
+      state: "live",
+      createdMs: now,
+      revokedMs: null,
+    });
     journal.addBranches(id, branchRecords);
     for (const b of req.branches) {
       if (b.kind !== "argv") continue;
@@ -337,9 +338,15 @@ export async function create(
           });
         },
       );
-      journal.updateBranch(id, spec.label, {
-        forkIdentity: f.identity,
-        forkStrategy: f.strategy,
+      // The last fork's record carries the forks' time: one commit (one fsync), not two.
+      const last = index === req.branches.length - 1;
+      if (last) live.timing.forks = Math.round(performance.now() - t0);
+      journal.immediate(() => {
+        journal.updateBranch(id, spec.label, {
+          forkIdentity: f.identity,
+          forkStrategy: f.strategy,
+        });
+        if (last) journal.updateSplit(id, { timing: { ...live.timing } });
       });
     } catch (error) {
       return setupFailed(cx, live, spool, error, true);
@@ -356,8 +363,11 @@ export async function create(
       ),
     );
   }
-  live.timing.forks = Math.round(performance.now() - t0);
-  journal.updateSplit(id, { timing: { ...live.timing } });
+  if (live.timing.forks === undefined) {
+    // Cancelled before the last fork.
+    live.timing.forks = Math.round(performance.now() - t0);
+    journal.updateSplit(id, { timing: { ...live.timing } });
+  }
 
   const runStart = performance.now();
   const env = filterEnv(req.env);

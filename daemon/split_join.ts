@@ -188,16 +188,19 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
       const bad = branches.find((b) => (b.code ?? 125) !== 0);
       if (bad) reason = `branch ${bad.label}: ${bad.status ?? bad.state}`;
     }
-    journal.updateSplit(s.id, { timing: { ...s.timing, consumer: consumerMs } });
+    const timing = { ...s.timing, consumer: consumerMs };
     if (reason === null) {
       await cx.pause("mid-release");
-      // The state is journaled before the release it describes.
-      moveSplit(journal, s.id, "join", { reason: null });
+      // The state is journaled before the release it describes, with the
+      // consumer's time in the same transaction (one fsync).
+      moveSplit(journal, s.id, "join", { reason: null, timing });
       try {
         await splitfs.request({ v: 1, t: "remove", id: s.id });
         live.open = false;
-        journal.updateSplit(s.id, { identity: null });
-        journal.revokeCapabilitiesOfSplit(s.id);
+        journal.immediate(() => {
+          journal.updateSplit(s.id, { identity: null });
+          journal.revokeCapabilitiesOfSplit(s.id);
+        });
         removeAttemptsOf(cx.d.home, s.id, all, cx.d.log);
         await conn.send({
           v: 1,
@@ -213,6 +216,8 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
         cx.d.log.info(`split ${s.id}: not removed at its join: ${reason}`);
         moveSplit(journal, s.id, "releaseFailed", { reason });
       }
+    } else {
+      journal.updateSplit(s.id, { timing });
     }
     keep(cx, s.id, reason);
     await conn.send({

@@ -107,24 +107,27 @@ export async function launchKit(
     const why = error instanceof Error ? error.message : String(error);
     return endUnlaunched(cx, live, b, "failed", `failed: /run/marsh not set up: ${why}`);
   }
-  // A daemon record, revoked at the job's end (its socket closes with it).
-  journal.createCapability({
-    id: `${live.id}/${label}`,
-    split: live.id,
-    label,
-    holder: `job:${jobId}`,
-    state: "live",
-    createdMs: Date.now(),
-    revokedMs: null,
-  });
   const now = Date.now();
-  moveBranch(journal, live.id, label, "start", { attempt: attempt.id, startedMs: now });
-  // Journaled before the worker is asked: from here a container may exist.
-  journal.updateJob(jobId, {
-    state: "running",
-    cleanup: "live",
-    attempt: attempt.id,
-    startedMs: now,
+  // Journaled before the worker is asked, in one transaction (one fsync):
+  // from here a container may exist.
+  journal.immediate(() => {
+    // A daemon record, revoked at the job's end (its socket closes with it).
+    journal.createCapability({
+      id: `${live.id}/${label}`,
+      split: live.id,
+      label,
+      holder: `job:${jobId}`,
+      state: "live",
+      createdMs: now,
+      revokedMs: null,
+    });
+    moveBranch(journal, live.id, label, "start", { attempt: attempt.id, startedMs: now });
+    journal.updateJob(jobId, {
+      state: "running",
+      cleanup: "live",
+      attempt: attempt.id,
+      startedMs: now,
+    });
   });
   b.move({ kind: "launching", attempt });
   const git = journal.getSplit(live.id)?.git ?? null;
@@ -235,19 +238,21 @@ async function kitFailed(
     );
   }
   const now = Date.now();
-  moveBranch(journal, live.id, label, state === "cancelled" ? "stop" : "fail", {
-    status,
-    code,
-    finishedMs: now,
+  journal.immediate(() => {
+    moveBranch(journal, live.id, label, state === "cancelled" ? "stop" : "fail", {
+      status,
+      code,
+      finishedMs: now,
+    });
+    journal.updateJob(b.jobId!, {
+      state,
+      cleanup: container === null ? "none" : "removed",
+      status,
+      code,
+      finishedMs: now,
+    });
   });
   b.move({ kind: "ended", state, attempt, end: "settled", outputBytes });
-  journal.updateJob(b.jobId!, {
-    state,
-    cleanup: container === null ? "none" : "removed",
-    status,
-    code,
-    finishedMs: now,
-  });
   releaseSlot(cx, live, b);
   b.settled.resolve();
 }

@@ -296,3 +296,80 @@ Deno.test({
   assert.equal(w.pool.inUse("host"), 1);
   await w.splits.stop();
 });
+
+Deno.test({
+  name: "machine: a Kit branch costs one commit per effect: 4 before its launch, 4 to awaiting, " +
+    "2 in the release",
+  // The job runs as the forks' owner: its user is read at launch.
+  permissions: { ...permissions, sys: ["uid", "gid"] },
+}, async () => {
+  // Each commit waits for its fsync: records with no effect between them share
+  // one (docs/rules.md, "States and records": recorded before each effect).
+  using w = world("/fake/docker.sock");
+  w.journal.addKit({
+    name: "fixture",
+    image: "marsh-kit/fixture:1",
+    imageId: `sha256:${"0".repeat(64)}`,
+    entrypoint: null,
+    network: "none",
+    env: [],
+    wallS: 60,
+    home: `${w.home}/kit-home`,
+    createdMs: 1,
+  });
+  const conn = new FakeConn();
+  const before = w.journal.commits;
+  const done = w.splits.create(
+    conn,
+    request([{ kind: "argv", label: "k", argv: ["fixture", "run"] }]),
+  );
+  const id = await accepted(conn);
+  await until(() => w.worker.kit.size === 1, "the Kit launch");
+  // The records, the snapshot's, the fork's, the launch's.
+  assert.equal(w.journal.commits - before, 4, "commits from the request to the launch");
+  const b0 = w.journal.branches(id)[0]!;
+  assert.deepEqual(
+    [b0.state, b0.forkStrategy !== null, w.journal.getJob(b0.jobId!)?.cleanup],
+    ["running", true, "live"],
+    "the fork and the launch are journaled before the worker runs it",
+  );
+  assert.equal(w.journal.getCapability(`${id}/k`)?.state, "live");
+  const launched = w.journal.commits;
+  const ev = w.worker.kitOf("k");
+  ev.launched("c0ffee");
+  ev.exited(0, null, false);
+  ev.settled();
+  await done;
+  // The container's id; the revoke before the capture; the branch's end; the split's.
+  assert.equal(w.journal.commits - launched, 4, "commits from the launch to awaiting");
+  const b = w.journal.branches(id)[0]!;
+  assert.deepEqual([b.state, b.status], ["captured", "exited 0"]);
+  assert.equal(w.journal.getJob(b.jobId!)?.cleanup, "removed");
+
+  const joiner = new FakeConn();
+  joiner.push({ v: 1, t: "join.release", consumerStatus: null });
+  const joining = w.journal.commits;
+  const asked = w.service.types.length;
+  await w.splits.join(joiner, {
+    v: 1,
+    t: "split.join",
+    id,
+    keep: false,
+    consumer: false,
+    terminal: false,
+  });
+  // The state before the removal; what the removal left after it.
+  assert.equal(w.journal.commits - joining, 2, "commits in the join");
+  // out/ was complete: checked once, not again after publishing nothing.
+  assert.deepEqual(w.service.types.slice(asked), [
+    "out-check",
+    "manifest",
+    "render",
+    "remove",
+  ]);
+  assert.equal(w.journal.getSplit(id)?.state, "joined");
+  assert.equal(w.journal.getSplit(id)?.identity, null);
+  assert.equal(w.journal.getCapability(`${id}/cap`)?.state, "revoked");
+  assert.equal(joiner.frame("join.released")?.removed, true);
+  await w.splits.stop();
+});

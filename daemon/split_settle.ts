@@ -65,15 +65,18 @@ export async function endUnlaunched(
   const { journal } = cx.d;
   const now = Date.now();
   const code = branchCode(status) ?? 125;
-  moveBranch(journal, live.id, b.label, state === "cancelled" ? "skip" : "refuse", {
-    status,
-    code,
-    finishedMs: now,
+  const jobId = b.jobId;
+  journal.immediate(() => {
+    moveBranch(journal, live.id, b.label, state === "cancelled" ? "skip" : "refuse", {
+      status,
+      code,
+      finishedMs: now,
+    });
+    if (jobId !== null) {
+      journal.updateJob(jobId, { state, cleanup: "none", status, code, finishedMs: now });
+    }
   });
   b.move({ kind: "ended", state, attempt: null, end: "unlaunched", outputBytes: null });
-  if (b.jobId !== null) {
-    journal.updateJob(b.jobId, { state, cleanup: "none", status, code, finishedMs: now });
-  }
   await publish(cx, live, b.label, status, null);
   b.settled.resolve();
 }
@@ -160,25 +163,29 @@ export async function settled(
   }
   const code = branchCode(status) ?? 125;
   const now = Date.now();
-  moveBranch(journal, live.id, label, endEvent(state), {
-    status,
-    code,
-    files,
-    finishedMs: now,
-    // Consumers apply what they trust; a rejected result is for recovery only.
-    ...(state === "rejected" ? { trust: "untrusted" as const } : {}),
-  });
-  b.move({ kind: "ended", state, attempt, end: "settled", outputBytes });
-  if (b.jobId !== null) {
-    // Settled means its container's removal was verified (protocol/worker.ts).
-    journal.updateJob(b.jobId, {
-      state: state === "cancelled" ? "cancelled" : "finished",
-      cleanup: "removed",
+  const jobId = b.jobId;
+  // The branch's end and its job's, in one transaction (one fsync).
+  journal.immediate(() => {
+    moveBranch(journal, live.id, label, endEvent(state), {
       status,
       code,
+      files,
       finishedMs: now,
+      // Consumers apply what they trust; a rejected result is for recovery only.
+      ...(state === "rejected" ? { trust: "untrusted" as const } : {}),
     });
-  }
+    if (jobId !== null) {
+      // Settled means its container's removal was verified (protocol/worker.ts).
+      journal.updateJob(jobId, {
+        state: state === "cancelled" ? "cancelled" : "finished",
+        cleanup: "removed",
+        status,
+        code,
+        finishedMs: now,
+      });
+    }
+  });
+  b.move({ kind: "ended", state, attempt, end: "settled", outputBytes });
   releaseSlot(cx, live, b);
   b.settled.resolve();
 }

@@ -24,6 +24,7 @@ export class Connection {
   #db: DatabaseSync | null;
   readonly #path: string;
   #depth = 0;
+  #commits = 0;
   readonly #statements = new Map<string, StatementSync>();
 
   /** Wraps an open handle on the journal file at `path`. */
@@ -35,6 +36,11 @@ export class Connection {
   /** Whether `close()` has run. */
   get closed(): boolean {
     return this.#db === null;
+  }
+
+  /** Outermost transactions committed since the handle was opened. */
+  get commits(): number {
+    return this.#commits;
   }
 
   /** Closes the handle. Calling it again does nothing. */
@@ -76,6 +82,7 @@ export class Connection {
     this.#depth--;
     try {
       db.exec(nested ? `RELEASE ${savepoint}` : "COMMIT");
+      if (!nested) this.#commits++;
     } catch (error) {
       this.#rollback(db, nested, savepoint, error);
       throw wrap(error, "commit a transaction");

@@ -178,6 +178,15 @@ export class Journal implements Disposable {
     return this.#c.tx("DEFERRED", fn);
   }
 
+  /**
+   * How many transactions committed since the journal was opened. Each one
+   * that wrote waited for its fsync (`synchronous=FULL`), so a hot path
+   * counts them: records written with no effect between them share one.
+   */
+  get commits(): number {
+    return this.#c.commits;
+  }
+
   /** Like {@linkcode Journal.transaction}, with `BEGIN IMMEDIATE`: takes the write lock first. */
   immediate<T>(fn: () => T): T {
     return this.#c.tx("IMMEDIATE", fn);

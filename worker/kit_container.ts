@@ -49,7 +49,7 @@
  */
 
 import type { Readable, Writable } from "node:stream";
-import type { ContainerSummary, DockerApi } from "../docker/docker_api.ts";
+import type { DockerApi } from "../docker/docker_api.ts";
 import { DockerApiError } from "../docker/docker_api.ts";
 import {
   CAP_FILES,
@@ -66,12 +66,19 @@ import { KitDocker, statusOf } from "./kit_docker.ts";
 import { ContainerNotRemovedError, KitLaunchError } from "./kit_errors.ts";
 import { engineMounts, guestHome, type KitMount, planMounts } from "./kit_mounts.ts";
 import { OutputBudget } from "./output.ts";
+import {
+  LABEL_ATTEMPT,
+  REMOVE_TIMEOUT_MS,
+  removeAttempt,
+  removeWithAttempt,
+} from "./kit_removal.ts";
 
 export { ContainerNotRemovedError, KitLaunchError } from "./kit_errors.ts";
 
-/** The labels every Kit container carries. */
+export { LABEL_ATTEMPT, REMOVE_TIMEOUT_MS };
+
+/** The labels every Kit container carries, with {@linkcode LABEL_ATTEMPT}. */
 export const LABEL_JOB = "marsh.job";
-export const LABEL_ATTEMPT = "marsh.attempt";
 export const LABEL_SPLIT = "marsh.split";
 export const LABEL_LABEL = "marsh.label";
 export const LABEL_KIT = "marsh.kit";
@@ -79,8 +86,6 @@ export const LABEL_KIT = "marsh.kit";
 export const LABEL_OWNER = "marsh.owner";
 /** Container names: `marsh-<attempt>`. */
 export const CONTAINER_PREFIX = "marsh-";
-/** How long removal is retried before it counts as unverified. */
-export const REMOVE_TIMEOUT_MS = 30_000;
 /** How long output may trail the container's exit before the stream is cut. */
 export const DRAIN_MS = 5_000;
 
@@ -128,7 +133,9 @@ export interface KitRunOptions {
 type StopSignal = "SIGINT" | "SIGKILL";
 const SIGNAL_NUMBER: Readonly<Record<StopSignal, number>> = { SIGINT: 2, SIGKILL: 9 };
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+function noImage(launch: KitLaunch): string {
+  return `kit ${launch.kit.name}: the engine has no image ${launch.kit.image}`;
+}
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -322,6 +329,11 @@ async function create(
         throw error;
       }
       const status = statusOf(error);
+      if (status === 404) {
+        // Removed since its config was read (and kept): the same refusal as before any create.
+        docker.forgetImage(launch.kit.image);
+        throw new KitLaunchError(launch.attempt, noImage(launch), { cause: error });
+      }
       if (status === 400) {
         const missing = missingSource(error);
         const mount = mounts.find((m) => m.source === missing);
@@ -351,90 +363,6 @@ async function create(
       );
     }
   }
-}
-
-/**
- * Removes every container labelled with `attempt`, verified.
- *
- * @throws {ContainerNotRemovedError} when the engine cannot list them (`why` says why it asked)
- */
-async function removeAttempt(
-  api: DockerApi,
-  attempt: string,
-  timeoutMs: number,
-  why: string,
-): Promise<void> {
-  let left: ContainerSummary[];
-  try {
-    left = await api.listContainers([`${LABEL_ATTEMPT}=${attempt}`]);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
-    throw new ContainerNotRemovedError(
-      attempt,
-      null,
-      `${why}, and the engine cannot list the attempt's containers: ${describe(error)}`,
-      { cause: error },
-    );
-  }
-  for (const c of left) await removeVerified(api, c.id, { attempt, timeoutMs });
-}
-
-/**
- * `DELETE /containers/{id}?force=1` until `GET /containers/{id}/json`
- * answers 404, retried with backoff for up to `timeoutMs`. Also what
- * `marsh workers reset KIT` uses for each container
- * {@linkcode findLeftoverContainers} lists.
- *
- * Needs what `DockerApi` needs.
- *
- * @throws {ContainerNotRemovedError} when the container cannot be shown gone in time
- */
-export async function removeVerified(
-  api: DockerApi,
-  id: string,
-  opts: { readonly attempt?: string; readonly timeoutMs?: number } = {},
-): Promise<void> {
-  const docker = new KitDocker(api.socket);
-  const deadline = Date.now() + (opts.timeoutMs ?? REMOVE_TIMEOUT_MS);
-  let last: unknown = null;
-  for (let delay = 50;; delay = Math.min(delay * 2, 1_000)) {
-    try {
-      await api.removeContainer(id);
-    } catch (error) {
-      if (error instanceof Deno.errors.NotCapable) throw error;
-      // 409 (removal in progress) and engine faults: the check below decides.
-      last = error;
-    }
-    try {
-      if (!(await docker.exists(id))) return;
-      last ??= new Error("the engine still lists it after removal");
-    } catch (error) {
-      if (error instanceof Deno.errors.NotCapable) throw error;
-      last = error;
-    }
-    if (Date.now() + delay > deadline) {
-      throw new ContainerNotRemovedError(opts.attempt ?? null, id, describe(last), {
-        cause: last,
-      });
-    }
-    await sleep(delay);
-  }
-}
-
-/**
- * The containers marsh made (they carry `marsh.attempt`) that match every
- * one of `labels`, running or not: e.g. `{ "marsh.kit": "claude" }` for
- * `marsh workers reset claude`.
- *
- * @throws {TypeError} when `labels` is empty (that would be every Kit container)
- */
-export async function findLeftoverContainers(
-  api: DockerApi,
-  labels: Readonly<Record<string, string>>,
-): Promise<ContainerSummary[]> {
-  const filters = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
-  if (filters.length === 0) throw new TypeError("findLeftoverContainers needs at least one label");
-  return await api.listContainers([LABEL_ATTEMPT, ...filters]);
 }
 
 async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
@@ -726,12 +654,7 @@ export async function runKitContainer(
   kitCommand(launch);
   const docker = new KitDocker(api.socket);
   const image = await docker.imageConfig(launch.kit.image);
-  if (image === null) {
-    throw new KitLaunchError(
-      launch.attempt,
-      `kit ${launch.kit.name}: the engine has no image ${launch.kit.image}`,
-    );
-  }
+  if (image === null) throw new KitLaunchError(launch.attempt, noImage(launch));
   const home = guestHome(launch.attempt, launch.kit.image, image);
   const planned = planMounts(launch, home);
   const path = imagePath(image.env);
@@ -753,9 +676,7 @@ export async function runKitContainer(
       failure = error;
     }
     try {
-      await removeVerified(api, id, { attempt: launch.attempt, timeoutMs: removeTimeoutMs });
-      // By id it is gone; by label nothing else of the attempt may be left either.
-      await removeAttempt(api, launch.attempt, removeTimeoutMs, `container ${id} was removed`);
+      await removeWithAttempt(api, id, launch.attempt, removeTimeoutMs);
     } catch (error) {
       if (error instanceof ContainerNotRemovedError && failure !== null) {
         throw new ContainerNotRemovedError(error.attempt, error.containerId, error.message, {

@@ -634,6 +634,68 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "kit container: an image's config is read once; removed since, the launch is refused as before",
+  permissions: perms,
+}, async () => {
+  await using ctx = await setup({ forks: "copy" });
+  // An image of its own (a copy of the fixture's with one more label), named by its id as
+  // the daemon names a Kit's image.
+  const made = (await dockerCli(ctx.socket, ["create", ctx.image, "true"])).trim();
+  let image: string;
+  try {
+    image = (await dockerCli(ctx.socket, [
+      "commit",
+      "--change",
+      `LABEL marsh.test=${ctx.job}`,
+      made,
+    ])).trim();
+  } finally {
+    await dockerCli(ctx.socket, ["rm", "-f", made]);
+  }
+  try {
+    assert.match(image, /^sha256:[0-9a-f]{64}$/);
+    const launch = ctx.launch("a", ["sh", "-c", "true"], { kit: { image } });
+    const dir = launch.stdout.slice(0, launch.stdout.lastIndexOf("/"));
+    Deno.writeTextFileSync(`${dir}/launch.json`, JSON.stringify(launch));
+    // One process, two launches, the image removed between them.
+    const r = await driver(ctx.socket, ctx.control, ["rmi-between", `${dir}/launch.json`]);
+    assert.equal(r.error?.name, "KitLaunchError");
+    assert.equal(r.error?.message, `kit sh: the engine has no image ${image}`);
+    // The second launch did not ask for the config again: the create found the image gone.
+    assert.match(r.error?.cause ?? "", /^DockerApiError: create container /);
+  } finally {
+    await dockerCli(ctx.socket, ["rmi", "-f", image]).catch((error: unknown) => {
+      // Removed by the driver, as it should be.
+      assert.match(String(error), /No such image/);
+    });
+  }
+  await noLeftovers(ctx);
+});
+
+Deno.test({
+  name: "kit container: a run removes every container labelled with its attempt, not only its own",
+  permissions: perms,
+}, async () => {
+  await using ctx = await setup({ forks: "copy" });
+  const launch = ctx.launch("a", ["sh", "-c", "true"]);
+  // Another container of the same attempt (an earlier create whose answer was lost, say).
+  const stray = (await dockerCli(ctx.socket, [
+    "create",
+    "--label",
+    `marsh.attempt=${launch.attempt}`,
+    "--label",
+    `marsh.job=${ctx.job}`,
+    ctx.image,
+    "true",
+  ])).trim();
+  const r = await ctx.run(launch);
+  assert.equal(ok(r).code, 0, r.stderr);
+  await assert.rejects(dockerCli(ctx.socket, ["inspect", stray]), /No such/);
+  await noLeftovers(ctx);
+});
+
+Deno.test({
   name: "kit container: leftovers are found by label (marsh-made only) and removed verified",
   permissions: perms,
 }, async () => {

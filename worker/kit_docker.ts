@@ -69,6 +69,17 @@ export function statusOf(error: unknown): number | undefined {
   return typeof s === "number" ? s : undefined;
 }
 
+/**
+ * Image configs by engine socket and image id, so a worker inspects a Kit's
+ * image once, not at every launch. An id is the digest of its config, so what
+ * it names never changes; an image removed since shows up at the container's
+ * create (404), and {@linkcode KitDocker.forgetImage} drops it.
+ */
+const IMAGES = new Map<string, ImageConfig>();
+/** Kits are few; past this many images the oldest is dropped. */
+const IMAGES_KEPT = 64;
+const IMAGE_ID = /^sha256:[0-9a-f]{64}$/;
+
 /** The extra engine calls; holds no connection between calls. */
 export class KitDocker {
   readonly socket: string;
@@ -112,11 +123,29 @@ export class KitDocker {
   }
 
   /**
-   * `GET /images/{name}/json`, the parts a launch needs.
+   * `GET /images/{name}/json`, the parts a launch needs; asked once per
+   * image id (`sha256:…`) and engine.
    *
    * @returns null when the engine has no such image
    */
   async imageConfig(name: string): Promise<ImageConfig | null> {
+    const key = `${this.socket}\n${name}`;
+    const known = IMAGES.get(key);
+    if (known !== undefined) return known;
+    const config = await this.#inspectImage(name);
+    if (config !== null && IMAGE_ID.test(name) && config.id === name) {
+      if (IMAGES.size >= IMAGES_KEPT) IMAGES.delete(IMAGES.keys().next().value!);
+      IMAGES.set(key, config);
+    }
+    return config;
+  }
+
+  /** Drops what {@linkcode imageConfig} keeps of image `name` (the engine no longer has it). */
+  forgetImage(name: string): void {
+    IMAGES.delete(`${this.socket}\n${name}`);
+  }
+
+  async #inspectImage(name: string): Promise<ImageConfig | null> {
     let raw: Record<string, unknown>;
     try {
       raw = await this.#docker.getImage(name).inspect({

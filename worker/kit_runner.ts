@@ -21,7 +21,6 @@ import {
 } from "../protocol/worker.ts";
 import {
   ContainerNotRemovedError,
-  findLeftoverContainers,
   KitLaunchError,
   LABEL_ATTEMPT,
   LABEL_JOB,
@@ -29,9 +28,9 @@ import {
   LABEL_LABEL,
   LABEL_OWNER,
   LABEL_SPLIT,
-  removeVerified,
   runKitContainer,
 } from "./kit_container.ts";
+import { findLeftoverContainers, removeVerified } from "./kit_removal.ts";
 
 /** How many ended attempt ids are remembered, to refuse a reused id. */
 const REMEMBERED = 65_536;

@@ -13,6 +13,9 @@
  *   `drainMs`, `removeTimeoutMs`;
  * - `time LAUNCH.json N`: N launches one after another (attempt `<attempt>-<i>`,
  *   output files `<stdout>-<i>`), printing each one's milliseconds;
+ * - `rmi-between LAUNCH.json`: one launch, then the launch's image removed from
+ *   the engine, then a second launch (attempt `<attempt>-2`) in the same
+ *   process, whose result is printed;
  * - `list LABEL=VALUE...`: containers with every label (`DockerApi.listContainers`);
  * - `leftovers LABEL=VALUE...`: `findLeftoverContainers`;
  * - `remove ID TIMEOUT_MS`: `removeVerified`.
@@ -26,12 +29,11 @@ import { DockerApi } from "../../docker/docker_api.ts";
 import { type KitLaunch, parseKitLaunch } from "../../protocol/kit_launch.ts";
 import {
   ContainerNotRemovedError,
-  findLeftoverContainers,
   type KitExit,
   type KitRunOptions,
-  removeVerified,
   runKitContainer,
 } from "../kit_container.ts";
+import { findLeftoverContainers, removeVerified } from "../kit_removal.ts";
 import type { KitMount } from "../kit_mounts.ts";
 
 function labels(args: string[]): Record<string, string> {
@@ -107,6 +109,20 @@ try {
         ms.push(r.ms);
       }
       result = { ok: ms };
+      break;
+    }
+    case "rmi-between": {
+      const launch = parseKitLaunch(JSON.parse(Deno.readTextFileSync(rest[0]!)));
+      const first = await run(api, launch, {});
+      if (first.exit.code !== 0) throw new Error(`the first run exited ${first.exit.code}`);
+      if (!(await api.removeImage(launch.kit.image))) throw new Error("the image was not removed");
+      const again = { ...launch, attempt: `${launch.attempt}-2` };
+      const r = await run(api, {
+        ...again,
+        stdout: `${launch.stdout}-2`,
+        stderr: `${launch.stderr}-2`,
+      }, {});
+      result = { ok: r.exit };
       break;
     }
     case "list":

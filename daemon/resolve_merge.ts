@@ -15,7 +15,7 @@
  */
 
 import { oneSidedGitPlan } from "../model/resolution_one_sided.ts";
-import type { SplitRecord } from "../journal/records.ts";
+import type { ResolutionRecord, SplitRecord } from "../journal/records.ts";
 import { countOps, isClean, type MergePlan } from "../model/resolution_plan.ts";
 import type { MergeScope, ResolveMergeRequest } from "../protocol/daemon_resolve.ts";
 import type {
@@ -156,32 +156,59 @@ export async function merge(
       plan,
     });
   }
-  if (!isClean(plan)) return conflictOutcome(plan, "merge");
+  return await applyBranchPlan(d, auth, s, req.label, {
+    kind: "merge",
+    scope: req.scope,
+    plan,
+    nothing: `nothing to merge: the project already has every change of ${what}`,
+    done: `merged ${what} into ${s.root}`,
+  });
+}
+
+/**
+ * Ends a merge or a promote: a conflicted plan is refused (nothing changed),
+ * one that changes nothing is answered as applied, and any other is applied
+ * to split `s`'s source as a journaled resolution (`resolve_apply.ts`), the
+ * taken files' bytes read by the service from the split's store or branch
+ * `label`'s fork.
+ */
+export async function applyBranchPlan(
+  d: ResolveDeps,
+  auth: Authority,
+  s: SplitRecord,
+  label: string,
+  a: {
+    readonly kind: "merge" | "promote";
+    readonly scope: ResolutionRecord["scope"];
+    readonly plan: MergePlan;
+    /** The message when the project already has the plan's result. */
+    readonly nothing: string;
+    /** What was done, for the message of an applied plan. */
+    readonly done: string;
+  },
+): Promise<Outcome> {
+  const plan = a.plan;
+  if (!isClean(plan)) return conflictOutcome(plan, a.kind);
   if (!changesSomething(plan)) {
-    return outcome({
-      outcome: "applied",
-      code: 0,
-      message: `nothing to merge: the project already has every change of ${what}`,
-      plan,
-    });
+    return outcome({ outcome: "applied", code: 0, message: a.nothing, plan });
   }
   return await applyResolution(d, {
     split: s.id,
-    label: req.label,
-    kind: "merge",
-    scope: req.scope,
+    label,
+    kind: a.kind,
+    scope: a.scope,
     root: s.root,
     who: creatorOf(auth),
     plan,
     undoes: null,
     refusedHint: "they changed since the plan: run it again to plan anew",
-    done: `merged ${what} into ${s.root}`,
+    done: a.done,
     request: (resolution) =>
       d.splitfs.request<AppliedReply | ApplyRefusedReply>({
         v: 1,
         t: "apply-plan",
         id: s.id,
-        label: req.label,
+        label,
         root: s.root,
         resolution,
         plan,

@@ -12,10 +12,8 @@
 
 import { countOps, isClean } from "../model/resolution_plan.ts";
 import type { ResolvePromoteRequest } from "../protocol/daemon_resolve.ts";
-import type { AppliedReply, ApplyRefusedReply, PlannedReply } from "../protocol/splitfs_resolve.ts";
+import type { PlannedReply } from "../protocol/splitfs_resolve.ts";
 import type { Authority } from "./conn.ts";
-import { creatorOf } from "./creator.ts";
-import { applyResolution } from "./resolve_apply.ts";
 import {
   type Outcome,
   outcome,
@@ -24,7 +22,7 @@ import {
   type ResolveDeps,
   serviceRefusal,
 } from "./resolve_context.ts";
-import { changesSomething, conflictOutcome } from "./resolve_merge.ts";
+import { applyBranchPlan } from "./resolve_merge.ts";
 
 /**
  * Plans and, unless it is a dry run or refused, applies a promote.
@@ -89,38 +87,13 @@ export async function promote(
       sourceChangesMore,
     });
   }
-  if (!isClean(plan)) return conflictOutcome(plan, "promote");
-  if (!changesSomething(plan)) {
-    return outcome({
-      outcome: "applied",
-      code: 0,
-      message: `nothing to promote: the project already is the result of ${what}`,
-      plan,
-    });
-  }
-  return await applyResolution(d, {
-    split: s.id,
-    label: req.label,
+  return await applyBranchPlan(d, auth, s, req.label, {
     kind: "promote",
     scope: "promote",
-    root: s.root,
-    who: creatorOf(auth),
     plan,
-    undoes: null,
-    refusedHint: "they changed since the plan: run it again to plan anew",
+    nothing: `nothing to promote: the project already is the result of ${what}`,
     done: `promoted ${what} over ${s.root}${
       retired > 0 ? ` (retiring ${plural(retired, "source change")})` : ""
     }`,
-    request: (resolution) =>
-      d.splitfs.request<AppliedReply | ApplyRefusedReply>({
-        v: 1,
-        t: "apply-plan",
-        id: s.id,
-        label: req.label,
-        root: s.root,
-        resolution,
-        plan,
-        ...parent,
-      }),
   });
 }

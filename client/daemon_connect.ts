@@ -35,6 +35,7 @@ import {
   ControlDirError,
   controlDirPath,
   ensureControlDir,
+  LOCK_NAME,
   LOG_NAME,
   SOCKET_NAME,
 } from "../protocol/control_dir.ts";
@@ -339,7 +340,9 @@ async function startDaemon(sock: DaemonSocket): Promise<DaemonConnection> {
 }
 
 /**
- * Waits until nothing answers on the socket any more.
+ * Waits until nothing answers on the socket any more and no process holds
+ * the control dir's daemon lock: the daemon has exited, so a start now is
+ * not refused.
  *
  * @returns false when something still answered after `timeoutMs`
  */
@@ -361,10 +364,32 @@ export async function waitUntilGone(
       await delay(POLL_MS);
       continue;
     }
-    if (!conn) return true;
-    conn.close();
+    if (!conn) {
+      // Silent is not yet gone: a stopping daemon closes its socket first, then ends its
+      // children and its journal, holding the control dir's lock until it exits. A start
+      // before then is refused (`marshd: already running`).
+      if (lockFree(sock.home)) return true;
+    } else conn.close();
     if (Date.now() >= deadline) return false;
     await delay(POLL_MS);
+  }
+}
+
+/** Whether no process holds the control dir's daemon lock (`marshd.lock`) now. */
+function lockFree(home: string): boolean {
+  let file: Deno.FsFile;
+  try {
+    file = Deno.openSync(`${home}/${LOCK_NAME}`, { read: true, write: true });
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return true;
+    throw error;
+  }
+  try {
+    if (!file.tryLockSync(true)) return false;
+    file.unlockSync();
+    return true;
+  } finally {
+    file.close();
   }
 }
 

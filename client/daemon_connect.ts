@@ -368,7 +368,7 @@ export async function waitUntilGone(
       // Silent is not yet gone: a stopping daemon closes its socket first, then ends its
       // children and its journal, holding the control dir's lock until it exits. A start
       // before then is refused (`marshd: already running`).
-      if (lockFree(sock.home)) return true;
+      if (daemonLockFree(sock.home)) return true;
     } else conn.close();
     if (Date.now() >= deadline) return false;
     await delay(POLL_MS);
@@ -376,7 +376,7 @@ export async function waitUntilGone(
 }
 
 /** Whether no process holds the control dir's daemon lock (`marshd.lock`) now. */
-function lockFree(home: string): boolean {
+export function daemonLockFree(home: string): boolean {
   let file: Deno.FsFile;
   try {
     file = Deno.openSync(`${home}/${LOCK_NAME}`, { read: true, write: true });

@@ -115,3 +115,28 @@ Deno.test({
   assert.ok(noSplit.code === 1 || noSplit.code === 2, `unknown split: exit ${noSplit.code}`);
   assertUnchanged(sb.project, before, "refused merges");
 });
+
+Deno.test({
+  name: "a source file rewritten behind its stats (same size and mtime) is refused at the apply",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ files: FILES });
+  const ref = `${sb.scratch}/b.ref`;
+  const kept = await sb.bash(`cp -p b.txt '${ref}'`);
+  assert.equal(kept.code, 0);
+  const id = await splitOf(sb, { fix: "echo branch > b.txt" });
+  // The user's rewrite keeps b.txt's size and mtime: the plan takes it as the snapshot's bytes.
+  const hidden = await sb.bash(`printf 'B\\n' > b.txt && touch -r '${ref}' b.txt`);
+  assert.equal(hidden.code, 0);
+  const before = picture(sb.project, { withGit: true });
+  // The plan trusts the stats (Git's stat check has the same blind spot) ...
+  const dry = await expectExit(sb, ["merge", id, "fix", "--dry-run"], 0);
+  assert.match(dry.stdout, /^take\s+b\.txt/m);
+  // ... and the apply does not: it hashes every path it would replace.
+  const r = await expectExit(sb, ["merge", id, "fix"], 1);
+  assert.match(r.stderr, /b\.txt/);
+  assertUnchanged(sb.project, before, "the applier's re-check hashes what it replaces", {
+    withGit: true,
+  });
+  assert.equal(Deno.readTextFileSync(`${sb.project}/b.txt`), "B\n");
+});

@@ -20,6 +20,8 @@ import { STORE_DIR } from "../../model/layout.ts";
 import { MAX_FILE_BYTES } from "../capture/compare.ts";
 import { openPatch } from "../capture/render.ts";
 import { Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
+import type { Stat } from "../fd/stat.ts";
+import type { StatIndex } from "../capture/old_tree.ts";
 import { fatalUtf8 } from "../fd/file_names.ts";
 import { RefusedError, RejectedError } from "../errors.ts";
 import { ObjectStore } from "../git/store.ts";
@@ -63,11 +65,12 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
     // A change of mode alone names no blob: both sides hold the fork's bytes.
     const modeOnly = e.old?.blob === null || e.new?.blob === null;
     const shared = modeOnly ? forkBlob(view, e.path, where) : null;
+    const base = side(e.old, shared);
     return {
       path: e.path,
-      base: side(e.old, shared),
+      base,
       branch: side(e.new, shared),
-      ...sourceOf(parents, store, e.path),
+      ...sourceOf(parents, store, e.path, base, view.baseStats),
     };
   });
   paths.sort((a, b) => comparePaths(a.path, b.path));
@@ -146,6 +149,8 @@ function sourceOf(
   parents: ParentDirs,
   store: ObjectStore,
   path: string,
+  base: Signature,
+  baseStats: StatIndex | null,
 ): { source: Signature; blocked?: string } {
   const p = parents.of(path);
   if (!p.ok) {
@@ -172,6 +177,12 @@ function sourceOf(
       }
     }
     case "file": {
+      // Untouched since the snapshot by its stats: the base's bytes, not read again. A write the
+      // stats miss (same size within the same clock tick) is caught by the applier's re-check,
+      // which hashes every path it changes.
+      if (base.kind === "file" && sameStats(baseStats, path, st)) {
+        return { source: { kind: "file", mode: st.perm & 0o100 ? 0o755 : 0o644, blob: base.blob } };
+      }
       using f = dir.openFile(p.name);
       const { blob, stored } = storeSourceFile(f, store);
       const source: Signature = { kind: "file", mode: f.stat().perm & 0o100 ? 0o755 : 0o644, blob };
@@ -234,4 +245,15 @@ class ParentDirs implements Disposable {
     for (const d of this.#dirs.values()) if (d instanceof Dir) d.close();
     this.#dirs.clear();
   }
+}
+
+/** Whether the snapshot recorded `path` as a file with `st`'s size, permission bits and mtime. */
+function sameStats(baseStats: StatIndex | null, path: string, st: Stat): boolean {
+  if (baseStats === null) return false;
+  const slash = path.lastIndexOf("/");
+  const recorded = baseStats.get(slash === -1 ? "" : path.slice(0, slash))?.get(
+    path.slice(slash + 1),
+  );
+  return recorded !== undefined && recorded.kind === "file" && recorded.size === st.size &&
+    recorded.perm === st.perm && recorded.mtimeNs === st.mtimeNs;
 }

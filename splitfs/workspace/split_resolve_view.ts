@@ -10,6 +10,7 @@
  * @module
  */
 
+import type { StatIndex } from "../capture/old_tree.ts";
 import type { Dir } from "../fd/dir.ts";
 import { RefusedError } from "../errors.ts";
 import { checkFork, checkSplit, type Held, outDir } from "./split_held.ts";
@@ -31,6 +32,12 @@ export interface ResolveView extends Disposable {
   readonly source: Dir;
   /** Its absolute path, as `created` gave the root. */
   readonly sourcePath: string;
+  /**
+   * The snapshot's stats by directory, when this service made the split
+   * (`null` after a restart): a source file with the stats the snapshot
+   * recorded holds the base's bytes, as Git's stat check takes it.
+   */
+  readonly baseStats: StatIndex | null;
 }
 
 /**
@@ -75,6 +82,7 @@ export function openResolveView(
       sourcePath: forkRel === null
         ? held.root
         : `${held.root}/${MARSH_DIR}/${SPLIT_DIR}/${forkRel}`,
+      baseStats: held.engine?.baseIndex ?? null,
       [Symbol.dispose]() {
         for (const d of opened) d.close();
       },

@@ -44,6 +44,15 @@ const READ_CHUNK = 1 << 20;
 const LF = 0x0a;
 /** Stands for a line too long to be a header: it ends one. */
 const LONG = new Uint8Array([0x2b]);
+/** What a line that cannot be a header is handed on as (its first byte is not one of a header's). */
+const SKIPPED = new Uint8Array([0x20]);
+const DIFF_GIT = new TextEncoder().encode("diff --git ");
+
+function startsWithDiff(bytes: Uint8Array): boolean {
+  if (bytes.length < DIFF_GIT.length) return false;
+  for (let i = 0; i < DIFF_GIT.length; i++) if (bytes[i] !== DIFF_GIT[i]) return false;
+  return true;
+}
 const dec = new TextDecoder();
 const MODES: ReadonlySet<number> = new Set([0o100644, 0o100755, 0o120000]);
 /** The first bytes of the lines read: `d`iff, `n`ew, `d`eleted, `o`ld, `i`ndex. */
@@ -122,6 +131,8 @@ export function readPatchEntries(patch: FileHandle): PatchEntry[] {
       inHeader = false;
       return;
     }
+    // Outside a header only a `diff --git` line matters: a base85 line may start with a letter.
+    if (!inHeader && !startsWithDiff(bytes)) return;
     const line = dec.decode(bytes);
     if (line.startsWith("diff --git ")) {
       finish();
@@ -169,6 +180,16 @@ function streamLines(file: FileHandle, onLine: (line: Uint8Array) => void): void
     for (let i = 0; i < n;) {
       const nl = buf.subarray(0, n).indexOf(LF, i);
       const stop = nl === -1 ? n : nl;
+      // A line that cannot be a header is not copied: most of a patch is hunks.
+      if (len === 0 && !long && i < stop && !HEADER_START.has(buf[i]!)) {
+        if (nl === -1) {
+          long = true;
+          break;
+        }
+        onLine(SKIPPED);
+        i = nl + 1;
+        continue;
+      }
       if (!long) {
         if (len + stop - i > MAX_LINE) long = true;
         else {

@@ -14,7 +14,11 @@
  */
 
 import type { BranchRecord, Creator, DiscardNote, SplitRecord } from "../journal/records.ts";
-import type { DiscardedBranch, DiscardRequest } from "../protocol/daemon_discard.ts";
+import type {
+  DiscardedBranch,
+  DiscardedReply,
+  DiscardRequest,
+} from "../protocol/daemon_discard.ts";
 import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import { noBranch } from "./branch_controls.ts";
@@ -33,16 +37,7 @@ const REFUSED = 1;
 const FAILED = 125;
 
 /** What a discard did: the `split.discarded` reply without `v` and `t`. */
-export interface DiscardResult {
-  readonly id: string;
-  readonly scope: "split" | "branches";
-  readonly reason: string | null;
-  readonly by: string;
-  readonly at_unix_ms: number;
-  readonly branches: readonly DiscardedBranch[];
-  readonly state: string;
-  readonly message: string;
-}
+export type DiscardResult = Omit<DiscardedReply, "v" | "t">;
 
 /** Who may discard a split made by `c`, in words for a refusal. */
 export function whoMay(c: Creator): string {

@@ -4,6 +4,8 @@ import { gitTree, type LayerProject, layerProject } from "../layers/_layers_test
 import { exportRoot, symlinkProblem } from "./export_root.ts";
 import { UnsupportedGitExport } from "./export_errors.ts";
 import { writeStackPatch } from "./stack_patch.ts";
+import { Dir } from "../fd/dir.ts";
+import { LayerStore } from "../layers/layers.ts";
 
 /** Every file under `.git/objects` (loose objects and packs), relative. */
 function objectFiles(p: LayerProject): string[] {
@@ -208,4 +210,41 @@ Deno.test("checkpoint-patch applies to the parent's tree and gives the child's",
   const all = writeStackPatch(p.root, [], s1.layers, null, 3);
   assert.deepEqual(all.changed, 8);
   assert.deepEqual(all.paths.length, 3);
+});
+
+Deno.test("export-root writes into the gitdir a gitfile names, and a linked worktree's common dir", async () => {
+  using p = layerProject("marsh-export-gitfile-", { "a.txt": "a\n", "d/b.txt": "b\n" });
+  const o = { home: p.sb.home };
+  const gitDir = `${p.sb.top}/elsewhere.git`;
+  await gitOk(p.sb.root, ["init", "-q", `--separate-git-dir=${gitDir}`], o);
+  assert.ok(Deno.lstatSync(`${p.sb.root}/.git`).isFile);
+  const s = p.snap();
+  const r = exportRoot(p.root, s.layers, s.rootId);
+  assert.deepEqual([r.gitDir, r.objectsDir], [gitDir, `${gitDir}/objects`]);
+  assert.deepEqual([r.blobs, r.trees], [2, 2]);
+  assert.equal(
+    await gitOk(p.sb.root, ["cat-file", "-t", s.rootId], o),
+    "tree\n",
+  );
+  // A linked worktree's gitdir names the main repository's objects through `commondir`.
+  await gitOk(p.sb.root, ["commit", "-q", "--allow-empty", "-m", "x"], o);
+  const wt = `${p.sb.top}/wt`;
+  await gitOk(p.sb.root, ["-c", "core.hooksPath=/dev/null", "worktree", "add", "-q", wt], o);
+  Deno.mkdirSync(`${wt}/.marsh`);
+  put(wt, "c.txt", "only in the worktree\n");
+  using wroot = Dir.openAbsolute(wt);
+  const ws = (() => {
+    using marsh = wroot.openDir(".marsh");
+    using store = LayerStore.open(marsh);
+    return store.snapshot({
+      source: wroot,
+      ignore: null,
+      skipTop: new Set([".marsh"]),
+      chain: "tracked",
+    });
+  })();
+  const wr = exportRoot(wroot, ws.layers, ws.rootId);
+  assert.equal(wr.objectsDir, `${gitDir}/objects`);
+  assert.ok(wr.gitDir.startsWith(`${gitDir}/worktrees/`), wr.gitDir);
+  assert.equal(await gitOk(wt, ["cat-file", "-t", ws.rootId], o), "tree\n");
 });

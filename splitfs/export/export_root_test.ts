@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
-import { gitOk, put, run, throwsA } from "../_testing.ts";
+import { exists, gitOk, put, run, throwsA } from "../_testing.ts";
 import { gitTree, type LayerProject, layerProject } from "../layers/_layers_testing.ts";
 import { exportRoot, symlinkProblem } from "./export_root.ts";
-import { UnsupportedGitExport } from "./export_errors.ts";
+import { ExportError, UnsupportedGitExport } from "./export_errors.ts";
 import { writeStackPatch } from "./stack_patch.ts";
 import { Dir } from "../fd/dir.ts";
 import { LayerStore } from "../layers/layers.ts";
@@ -207,6 +207,14 @@ Deno.test("checkpoint-patch applies to the parent's tree and gives the child's",
   await gitOk(w, ["apply", "--index", patch], o);
   assert.deepEqual((await gitOk(w, ["write-tree"], o)).trim(), s2.rootId);
   // From the empty tree: the whole root, added.
+  // The child's root, read through the upper layer's whiteouts and replacements, is Git's too.
+  const r2 = exportRoot(p.root, s2.layers, s2.rootId);
+  assert.ok(r2.blobs > 0 && r2.trees > 0);
+  await gitOk(p.sb.root, ["fsck", "--full", "--strict", "--no-dangling"], o);
+  assert.equal(
+    await gitOk(p.sb.root, ["cat-file", "-p", `${s2.rootId}:sub/deep`], o),
+    "now a file\n",
+  );
   const all = writeStackPatch(p.root, [], s1.layers, null, 3);
   assert.deepEqual(all.changed, 8);
   assert.deepEqual(all.paths.length, 3);
@@ -247,4 +255,16 @@ Deno.test("export-root writes into the gitdir a gitfile names, and a linked work
   assert.equal(wr.objectsDir, `${gitDir}/objects`);
   assert.ok(wr.gitDir.startsWith(`${gitDir}/worktrees/`), wr.gitDir);
   assert.equal(await gitOk(wt, ["cat-file", "-t", ws.rootId], o), "tree\n");
+});
+
+Deno.test("export-root into a project without a repository says so and writes nothing", () => {
+  using p = layerProject("marsh-export-nogit-", { "a.txt": "a\n" });
+  const s = p.snap();
+  assert.throws(
+    () => exportRoot(p.root, s.layers, s.rootId),
+    (e: Error) =>
+      e instanceof ExportError &&
+      /is not a Git repository \(no \.git\): run `git init`/.test(e.message),
+  );
+  assert.equal(exists(`${p.sb.root}/.git`), false);
 });

@@ -21,6 +21,7 @@ import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
+import { registerCheckpointCommands } from "./client/checkpoint_commands.ts";
 import {
   daemonStartCommand,
   daemonStatusCommand,
@@ -30,7 +31,7 @@ import {
 
 /**
  * The host's commands after the shared ones: `status`, `gc`, `daemon`,
- * `diff`, `engine`, `kit`, `kits`, `jobs` and `workers`.
+ * `diff`, `engine`, `kit`, `kits`, `jobs`, `workers`, `commit` and `show`.
  */
 export function registerHostCommands(program: Command, ctx: CliContext): void {
   const { io, setStatus, userErrors } = ctx;
@@ -113,6 +114,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerEngineCommands(program, ctx);
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
+  registerCheckpointCommands(program, ctx);
 }
 
 if (import.meta.main) {

@@ -308,6 +308,7 @@ async function main(): Promise<number> {
   const settled = await resolutions.recover();
   if (settled > 0) log.info(`restart: ${settled} interrupted resolutions settled`);
   server.attachResolutions(resolutions);
+  server.attachCheckpoints({ checkpoints: journal.checkpoints, splitfs });
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

@@ -29,6 +29,9 @@ import type { Log } from "./log.ts";
 import type { Resolutions } from "./resolutions.ts";
 import { RequestError } from "./request_error.ts";
 import type { BranchSockets, Splits } from "./splits.ts";
+import type { CheckpointDeps } from "./checkpoint_find.ts";
+import { exportCheckpoint } from "./checkpoint_commit.ts";
+import { showCheckpoint } from "./checkpoint_show.ts";
 
 /** How long a refused request's connection is read on before it is closed. */
 const DRAIN_MS = 2_000;
@@ -102,6 +105,7 @@ export class Server implements BranchSockets {
   #jobs: KitJobs | null = null;
   #housekeeping: Housekeeping | null = null;
   #resolutions: Resolutions | null = null;
+  #checkpoints: CheckpointDeps | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -135,6 +139,18 @@ export class Server implements BranchSockets {
   /** Wires `marsh merge`, `promote`, `choose`, `undo` and `resolutions`. */
   attachResolutions(resolutions: Resolutions): void {
     this.#resolutions = resolutions;
+  }
+
+  /** Wires `marsh commit` and `marsh show` (docs/checkpoints.md, "Checkout and commit"). */
+  attachCheckpoints(deps: CheckpointDeps): void {
+    this.#checkpoints = deps;
+  }
+
+  #checkpointDeps(): CheckpointDeps {
+    if (this.#checkpoints === null) {
+      throw new RequestError(125, "checkpoints are not available in this daemon");
+    }
+    return this.#checkpoints;
   }
 
   #resolver(): Resolutions {
@@ -396,6 +412,15 @@ export class Server implements BranchSockets {
           ...await this.#kitJobs().reset(conn.authority, frame.kit),
         });
         return;
+      case "checkpoint.export":
+        await conn.send({
+          v: 1,
+          t: "checkpoint.exported",
+          ...await exportCheckpoint(this.#checkpointDeps(), conn.authority, frame),
+        });
+        return;
+      case "checkpoint.show":
+        return await showCheckpoint(this.#checkpointDeps(), conn, frame);
       case "resolve.merge":
       case "resolve.promote":
       case "resolve.choose":

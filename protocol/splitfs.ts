@@ -3,7 +3,8 @@
  * splits) and the split-filesystem service (`splitfs/main.ts`) over the
  * service's stdin and stdout. Requests are answered in order, one at a time.
  * The `out/` frames are in `splitfs_out.ts`, the objects export in
- * `splitfs_objects.ts`, the process frames in `processes.ts`; this module
+ * `splitfs_objects.ts`, promotion to Git and a checkpoint's patch in
+ * `splitfs_export.ts`, the process frames in `processes.ts`; this module
  * holds the rest and parses every frame.
  *
  * @module
@@ -64,6 +65,14 @@ import {
   type ResolveReply,
   type ResolveRequest,
 } from "./splitfs_resolve.ts";
+import {
+  EXPORT_REPLIES,
+  EXPORT_REQUESTS,
+  type ExportReply,
+  type ExportRequest,
+  parseExportReply,
+  parseExportRequest,
+} from "./splitfs_export.ts";
 import {
   type OutCheckedReply,
   type OutRequest,
@@ -253,6 +262,7 @@ export type SplitfsRequest =
   | CompareOutRequest
   | CompareDropRequest
   | ResolveRequest
+  | ExportRequest
   | DropForkRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -413,6 +423,7 @@ export type SplitfsReply =
   | ProcessesReply
   | OutCheckedReply
   | ResolveReply
+  | ExportReply
   | BranchStatsReply
   | CompareForkedReply
   | OkReply
@@ -456,6 +467,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   }
   if (typeof x.t === "string" && RESOLVE_REQUESTS.has(x.t)) return parseResolveRequest(x);
   if (typeof x.t === "string" && DISCARD_REQUESTS.has(x.t)) return parseDiscardRequest(x);
+  if (typeof x.t === "string" && EXPORT_REQUESTS.has(x.t)) return parseExportRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
@@ -546,6 +558,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
     throw new ProtocolError("unsupported frame version");
   }
   if (typeof x.t === "string" && RESOLVE_REPLIES.has(x.t)) return parseResolveReply(x);
+  if (typeof x.t === "string" && EXPORT_REPLIES.has(x.t)) return parseExportReply(x);
   switch (x.t) {
     case "chunk":
       // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.

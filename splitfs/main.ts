@@ -43,6 +43,8 @@ import { probeForks } from "./fork/fork_choice.ts";
 import { collectLayers } from "./workspace/split_gc.ts";
 import { SplitWorkspace } from "./workspace/workspace.ts";
 import { handleResolution } from "./resolve/frames.ts";
+import { handleExport } from "./export/frames.ts";
+import { ExportError } from "./export/export_errors.ts";
 import { ProjectRecovery } from "./resolve/recovery.ts";
 
 const CHUNK = 256 * 1024;
@@ -111,6 +113,10 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "undo-resolution":
     case "recover-resolutions":
       send(await handleResolution(req, { workspace, recovery }));
+      return;
+    case "export-root":
+    case "checkpoint-patch":
+      send(handleExport(req, new ChunkSender()));
       return;
     case "diff": {
       const out = new ChunkSender();
@@ -347,7 +353,8 @@ function toError(error: unknown): ErrorReply {
     error instanceof RefusedError || error instanceof TypeError ||
     error instanceof InvalidNameError || error instanceof GitMetadataError ||
     error instanceof MountError || error instanceof LayerError ||
-    error instanceof MountPointError || error instanceof ObjectExportError
+    error instanceof MountPointError || error instanceof ObjectExportError ||
+    error instanceof ExportError
   ) {
     return { v: 1, t: "error", kind: "input", message: error.message };
   }

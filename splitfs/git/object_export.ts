@@ -175,7 +175,7 @@ function giveTo(fd: number, uid: number, path: string): void {
  * where the copied mode and a setgid dir give the group its access, as for
  * Git's own writes) changes nothing.
  */
-function ownerFix(target: Dir): (fd: number, uid: number, path: string) => void {
+export function ownerFix(target: Dir): (fd: number, uid: number, path: string) => void {
   const owner = target.stat().uid;
   return (fd, uid, path) => {
     if (uid === owner) return;
@@ -239,8 +239,11 @@ export function exportObjects(
   return { written, present };
 }
 
-/** Opens `target/<name>`, creating it like Git does (the objects dir's mode and owner). */
-function openFan(
+/**
+ * Opens `target/<name>`, creating it like Git does (the objects dir's mode
+ * and owner); `fix` is {@linkcode ownerFix}'s answer for `target`.
+ */
+export function openFan(
   target: Dir,
   name: string,
   mode: number,
@@ -272,7 +275,7 @@ function openFan(
  * replacing. Returns `false` when `name` appeared meanwhile (Git wrote it):
  * the temporary file is removed and the existing object left as it is.
  */
-function writeObject(
+export function writeObject(
   fan: Dir,
   name: string,
   compressed: Uint8Array,
@@ -299,7 +302,7 @@ function writeObject(
 }
 
 /** Removes a temporary object after `cause`; a failure to do so is reported with it. */
-function dropTemp(fan: Dir, tmp: string, cause: unknown): void {
+export function dropTemp(fan: Dir, tmp: string, cause: unknown): void {
   try {
     if (fan.statAt(tmp) !== null) fan.unlink(tmp);
   } catch (error) {

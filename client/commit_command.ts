@@ -1,0 +1,213 @@
+/**
+ * `marsh commit [--session NAME] [--checkpoint C] --ref refs/heads/X [-m MSG] [--json]`
+ * (docs/guide.md, "Committing a checkpoint"): one Git commit whose tree is a
+ * checkpoint's root and whose parent is the ref's current value, and the ref
+ * moved to it by compare-and-swap.
+ *
+ * 1. The daemon resolves the checkpoint and the service writes the root's
+ *    missing blobs and trees into the project's object store
+ *    (`checkpoint.export`); an entry Git cannot store stops here.
+ * 2. The identity is read (`hardened_git.ts`), then the ref's value.
+ * 3. `git commit-tree ROOT [-p OLD]`, then `git update-ref REF NEW OLD` (the
+ *    zero id for a new ref): a ref that moved since step 2 fails the swap.
+ *
+ * The ref moves only in step 3's `update-ref`; every failure before or in it
+ * leaves the ref where it was (a commit object no ref names is pruned by
+ * `git gc`).
+ *
+ * Needs what {@linkcode connectDaemon} needs, and `--allow-run` for git.
+ *
+ * @module
+ */
+
+import type { CheckpointExportedReply } from "../protocol/daemon_checkpoint.ts";
+import { CliError } from "./cli_error.ts";
+import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
+import { HARDENED_CONFIG, hardenedEnv, readIdentity, runGit } from "./hardened_git.ts";
+import type { CliIo } from "./io.ts";
+
+const enc = new TextEncoder();
+const ZERO = "0".repeat(40);
+const OID = /^[0-9a-f]{40}$/;
+/** Exit status of a refusal that moved nothing: an unsupported entry, a moved ref. */
+export const COMMIT_REFUSED = 1;
+/** Exit status of a Git failure. */
+const GIT_FAILED = 125;
+
+/** `marsh commit --help`'s text after the options. */
+export const COMMIT_HELP = `
+Promotes one checkpoint's root to Git: the root's blobs and trees Git lacks
+are written into the project's object store (streamed from the snapshot
+layers, nothing checked out), then one commit whose tree is the root and
+whose parent is REF's current value, and REF moved to it by
+compare-and-swap (git update-ref REF NEW OLD). Git runs without hooks,
+filters, fsmonitor, signing or your global config; only your user.name and
+user.email are read from it.
+
+The checkpoint: --checkpoint C (an id or at least 4 of its first digits),
+else the head of --session NAME, else of $MARSH_SESSION, else of the
+project's one open session.
+
+Exit status: 0 committed; 1 refused and nothing moved (UnsupportedGitExport:
+an empty directory, a symlink leaving the tree, a special file; or REF moved
+meanwhile, or does not name a commit); 2 usage (unknown session or
+checkpoint, not a Git repository, no identity); 125 Git failed.
+
+Examples:
+  marsh commit --ref refs/heads/agent-fix -m 'fix the parser'
+  marsh commit --session try2 --ref refs/heads/try2 --json
+  marsh commit --checkpoint 3f9a --ref refs/heads/before-refactor
+`;
+
+/** What `marsh commit` was asked for. */
+export interface CommitOptions {
+  readonly ref: string;
+  readonly session?: string;
+  readonly checkpoint?: string;
+  readonly message?: string;
+  readonly json: boolean;
+}
+
+/** What a test may change about how the command runs. */
+export interface CommitDeps {
+  readonly connect?: () => Promise<DaemonConnection>;
+  /** The Git program (default `git` from `PATH`). */
+  readonly git?: string;
+}
+
+/** The default message: the checkpoint, its session and its operation. */
+function defaultMessage(x: CheckpointExportedReply): string {
+  const c = x.checkpoint;
+  const lines = [`marsh checkpoint ${c.id.slice(0, 12)} of session ${c.session.name}`, ""];
+  lines.push(`Checkpoint: ${c.id}`);
+  if (c.operation !== null) {
+    lines.push(`Operation: ${JSON.stringify(c.operation.argv)}`);
+    if (c.operation.exit !== null) lines.push(`Exit: ${c.operation.exit}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+/**
+ * Runs `marsh commit` and returns its exit status.
+ *
+ * @throws {CliError} for a usage error, the daemon's refusal, or a Git failure
+ */
+export async function commitCommand(
+  opts: CommitOptions,
+  io: CliIo,
+  deps: CommitDeps = {},
+): Promise<number> {
+  const who = "marsh commit";
+  const git = deps.git ?? "git";
+  const userEnv = io.env();
+  const format = await runGit(git, ["check-ref-format", opts.ref], {
+    PATH: userEnv.PATH ?? "/usr/bin:/bin",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+  });
+  if (!opts.ref.startsWith("refs/") || format.code !== 0) {
+    throw new CliError(
+      `${who}: ${
+        JSON.stringify(opts.ref)
+      } is not a full ref name; give one like refs/heads/my-branch; nothing was committed`,
+    );
+  }
+  const session = opts.session ?? (userEnv.MARSH_SESSION || null);
+  const exported = await (async () => {
+    await using conn = await (deps.connect ?? connectDaemon)();
+    return await request(
+      conn,
+      {
+        v: 1,
+        t: "checkpoint.export",
+        cwd: io.cwd(),
+        session,
+        checkpoint: opts.checkpoint ?? null,
+      },
+      ["checkpoint.exported"],
+      who,
+      io.error,
+    );
+  })();
+  const c = exported.checkpoint;
+  if (exported.unsupported !== null) {
+    const u = exported.unsupported;
+    if (opts.json) {
+      await io.write(enc.encode(`${
+        JSON.stringify({
+          error: "UnsupportedGitExport",
+          path: u.path,
+          kind: u.kind,
+          message: u.message,
+          checkpoint: c.id,
+          ref: opts.ref,
+        })
+      }\n`));
+    }
+    io.error(`${who}: ${u.message}; ${opts.ref} was not moved`);
+    return COMMIT_REFUSED;
+  }
+  const identity = await readIdentity(git, exported.git_dir, userEnv);
+  const env = hardenedEnv(exported.git_dir, identity, userEnv);
+  const run = (args: readonly string[], stdin?: string) =>
+    runGit(git, [...HARDENED_CONFIG, ...args], env, stdin);
+  const failed = (step: string, r: { code: number; stderr: string }) =>
+    new CliError(
+      `${who}: git ${step} failed (exit ${r.code}): ${r.stderr.trim()}; ${opts.ref} was not moved`,
+      GIT_FAILED,
+    );
+
+  const old = await run(["show-ref", "--verify", "--hash", opts.ref]);
+  const oldId = old.code === 0 ? old.stdout.trim() : null;
+  if (oldId !== null && !OID.test(oldId)) throw failed("show-ref", old);
+  if (oldId !== null) {
+    const type = await run(["cat-file", "-t", oldId]);
+    if (type.code !== 0) throw failed("cat-file", type);
+    if (type.stdout.trim() !== "commit") {
+      throw new CliError(
+        `${who}: ${opts.ref} names a ${type.stdout.trim()}, not a commit; nothing was committed`,
+        COMMIT_REFUSED,
+      );
+    }
+  }
+  const made = await run(
+    ["commit-tree", "--no-gpg-sign", c.root, ...(oldId === null ? [] : ["-p", oldId]), "-F", "-"],
+    opts.message !== undefined ? `${opts.message}\n` : defaultMessage(exported),
+  );
+  const commit = made.stdout.trim();
+  if (made.code !== 0 || !OID.test(commit)) throw failed("commit-tree", made);
+  const swap = await run([
+    "update-ref",
+    "-m",
+    `marsh commit: checkpoint ${c.id.slice(0, 12)}`,
+    opts.ref,
+    commit,
+    oldId ?? ZERO,
+  ]);
+  if (swap.code !== 0) {
+    const now = await run(["show-ref", "--verify", "--hash", opts.ref]);
+    const current = now.code === 0 ? now.stdout.trim() : null;
+    if (current !== oldId) {
+      throw new CliError(
+        `${who}: ${opts.ref} moved meanwhile: it is ${current ?? "gone"}, not ${
+          oldId ?? "absent"
+        }; nothing was moved (commit ${commit} is unreferenced); run marsh commit again`,
+        COMMIT_REFUSED,
+      );
+    }
+    throw failed("update-ref", swap);
+  }
+  const result = {
+    ref: opts.ref,
+    commit,
+    parent: oldId,
+    root: c.root,
+    checkpoint: c.id,
+    session: c.session.name,
+    git_dir: exported.git_dir,
+    written: { blobs: exported.blobs, trees: exported.trees, bytes: exported.bytes },
+    present: exported.present,
+  };
+  await io.write(enc.encode(opts.json ? `${JSON.stringify(result)}\n` : `${commit}\n`));
+  return 0;
+}

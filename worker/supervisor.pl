@@ -309,7 +309,7 @@ sub build_view {
   my $slash = '/';
   syscall($SYS_mount, 0, $slash, 0, $MS_REC | $MS_PRIVATE, 0) == 0
     or return "cannot make / private: $!";
-  my %src;
+  my (%src, %repo_of);
   for (my $i = 0; $i < @view; $i += 3) {
     my ($step, $source) = @view[$i, $i + 1];
     next unless $step eq 'bind' || $step eq 'bind-ro' || $step eq 'bind-ro-if';
@@ -324,6 +324,17 @@ sub build_view {
       }
       return "$source is a symlink" if -l _;
       return "$source is neither a directory nor a file" unless -d _ || -f _;
+      if (-f _) {
+        # A worktree's gitfile: the repository it names is outside the
+        # project, and is made read-only at its own place too.
+        my ($repo, $why) = git_common_dir($source);
+        return $why if defined $why;
+        sysopen(my $fh, $repo, $O_PATH | $O_CLOEXEC) or return "cannot open $repo: $!";
+        my $fd = '/proc/self/fd/' . fileno($fh);
+        my $at = readlink($fd);
+        return "cannot resolve $repo" unless defined $at && $at =~ m{^/};
+        $repo_of{$source} = [$fh, $fd, $at];
+      }
     }
     sysopen(my $fh, $source, $O_PATH | $O_CLOEXEC | $O_NOFOLLOW)
       or return "cannot open $source: $!";
@@ -344,6 +355,15 @@ sub build_view {
       } elsif (!-e $target) {
         open(my $f, '>', $target) or return "cannot make $target: $!";
         close($f);
+      }
+      my $top = substr($target, 0, rindex($target, '/'));
+      my $repo = $repo_of{$source};
+      # One inside the project would be the fork's now, not the user's.
+      if ($repo && index("$repo->[2]/", "$top/") != 0) {
+        my ($fd, $at) = @$repo[1, 2];
+        syscall($SYS_mount, $fd, $at, 0, $MS_BIND, 0) == 0 or return "cannot bind $at: $!";
+        my $why = remount_ro($at);
+        return $why if defined $why;
       }
       $step = 'bind-ro';
     }
@@ -373,7 +393,7 @@ sub build_view {
       return $why if defined $why;
     }
   }
-  close($_->[0]) for grep { defined } values %src;
+  close($_->[0]) for grep { defined } values %src, values %repo_of;
   # The bounding set limits what exec gives a root process; the inheritable
   # and ambient sets must not hand CAP_SYS_ADMIN back either.
   syscall($SYS_prctl, $PR_CAP_AMBIENT, $PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0
@@ -388,6 +408,29 @@ sub build_view {
   syscall($SYS_prctl, $PR_CAPBSET_DROP, $CAP_SYS_ADMIN, 0, 0, 0) == 0
     or return "cannot drop CAP_SYS_ADMIN: $!";
   return undef;
+}
+
+# The repository a worktree's gitfile names: its `gitdir:`, or the common
+# dir that one names. Returns (path) or (undef, why).
+sub git_common_dir {
+  my ($gitfile) = @_;
+  my $line = read_line($gitfile);
+  return (undef, "$gitfile is not a gitfile") unless defined $line && $line =~ /^gitdir: (.+)$/;
+  my $dir = $1;
+  $dir = substr($gitfile, 0, rindex($gitfile, '/')) . "/$dir" unless $dir =~ m{^/};
+  my $common = read_line("$dir/commondir");
+  $dir = $common =~ m{^/} ? $common : "$dir/$common" if defined $common && $common ne '';
+  return ($dir);
+}
+
+# The first line of a file without its line end, or undef.
+sub read_line {
+  my ($path) = @_;
+  open(my $f, '<', $path) or return undef;
+  my $line = <$f>;
+  close($f);
+  $line =~ s/\r?\n\z// if defined $line;
+  return $line;
 }
 
 # Makes the mount at $target read-only, keeping the flags it has: where the

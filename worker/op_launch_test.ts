@@ -13,10 +13,11 @@ import {
 import { BranchRunner } from "./runner.ts";
 import {
   type CliOptions,
-  cliSide,
   makeFifos,
+  releaseFifos,
   type Sandbox,
   sandbox,
+  withCli,
   WorkerClient,
 } from "./_testing.ts";
 
@@ -43,7 +44,7 @@ async function runOp(
   w: WorkerClient,
   argv: readonly string[],
   input: Uint8Array = new Uint8Array(),
-  opts: CliOptions & { onLaunched?: (attempt: string) => Promise<void> } = {},
+  opts: CliOptions = {},
 ): Promise<OpRun> {
   const attempt = id("op");
   const fifos = makeFifos(sb.control, attempt);
@@ -56,13 +57,7 @@ async function runOp(
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
     stdio: fifos,
   });
-  const cli = cliSide(fifos, input, opts);
-  if (opts.onLaunched) {
-    await w.wait((e) => e.t === "launched" && e.attempt === attempt);
-    await opts.onLaunched(attempt);
-  }
-  const [side, timed] = await Promise.all([cli, w.finish(attempt, 60_000)]);
-  return { ...side, events: timed.map((t) => t.event) };
+  return await withCli(w, attempt, fifos, input, opts);
 }
 
 function kinds(events: WorkerEvent[]): string[] {
@@ -284,13 +279,18 @@ Deno.test({
     stdio: fifos,
   });
   // Opened, never read: the program blocks on a full pipe.
-  const [i, o, e] = await Promise.all([
+  const opening = Promise.all([
     Deno.open(fifos.stdin, { write: true }),
     Deno.open(fifos.stdout, { read: true }),
     Deno.open(fifos.stderr, { read: true }),
   ]);
+  const first = await w.wait((e) =>
+    "attempt" in e && e.attempt === attempt && (e.t === "launched" || e.t === "error")
+  );
+  if (first.event.t !== "launched") await releaseFifos(fifos);
+  const [i, o, e] = await opening;
   try {
-    await w.wait((e) => e.t === "launched" && e.attempt === attempt);
+    assert.equal(first.event.t, "launched", JSON.stringify(first.event));
     await new Promise((r) => setTimeout(r, 300));
     await w.send({ v: 1, t: "cancel", attempt, graceMs: 500 });
     const events = (await w.finish(attempt)).map((t) => t.event);

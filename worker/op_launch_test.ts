@@ -361,3 +361,50 @@ Deno.test({
   }, 400);
   assert.match(file[0]?.t === "error" ? file[0].message : "", /io\/c\/in is not a FIFO/);
 });
+
+Deno.test({
+  name:
+    "a CLI gone after opening stdout and stderr only: the program runs to its end, or is cancelled",
+  permissions: perms,
+}, async () => {
+  using sb = sandbox();
+  await using w = WorkerClient.start(sb.control);
+  const launch = async (argv: string[]) => {
+    const attempt = id("gone");
+    const fifos = makeFifos(sb.control, attempt);
+    await w.send({
+      v: 1,
+      t: "launch",
+      attempt,
+      argv,
+      cwd: sb.fork,
+      env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+      stdio: fifos,
+    });
+    const [o, e] = await Promise.all([
+      Deno.open(fifos.stdout, { read: true }),
+      Deno.open(fifos.stderr, { read: true }),
+    ]);
+    o.close();
+    e.close();
+    return attempt;
+  };
+  // Writes to the gone readers, never reads stdin.
+  const a = await launch(["sh", "-c", "seq 100000; echo err >&2; echo done > ran; exit 6"]);
+  const ended = (await w.finish(a)).map((t) => t.event);
+  assert.deepEqual(exited(ended), { code: 6, signal: null });
+  assert.equal(Deno.readTextFileSync(`${sb.fork}/ran`), "done\n");
+  // What reached the FIFO before its reader closed, at most its capacity; `seq 100000` is 588,895 bytes.
+  assert.ok(settled(ended)[0] <= 65536, JSON.stringify(ended.at(-1)));
+  // Reads stdin, which nobody will ever write or close: a cancel ends it.
+  const b = await launch(["cat"]);
+  await w.wait((e) => e.t === "launched" && e.attempt === b);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok(
+    !w.events.some((t) => "attempt" in t.event && t.event.attempt === b && t.event.t === "exited"),
+  );
+  await w.send({ v: 1, t: "cancel", attempt: b, graceMs: 1000 });
+  const cancelled = (await w.finish(b)).map((t) => t.event);
+  assert.deepEqual(exited(cancelled), { code: null, signal: "SIGINT" });
+  assert.equal(cancelled.at(-1)?.t, "settled");
+});

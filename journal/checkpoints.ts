@@ -23,6 +23,8 @@ import {
   time,
 } from "./_checkpoint_rows.ts";
 import * as sessions from "./_checkpoint_sessions.ts";
+import * as changed from "./_checkpoint_changes.ts";
+import type { OperationChanges } from "./_checkpoint_changes.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
 import type {
@@ -33,6 +35,7 @@ import type {
 } from "../model/checkpoint.ts";
 
 export type { BindResult, NewOperation, RecordResult, StaleHead } from "./_checkpoint_ops.ts";
+export type { ChangedPath, OperationChanges } from "./_checkpoint_changes.ts";
 export type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 
 /** Sessions, checkpoints and operations in the journal. */
@@ -212,6 +215,22 @@ export class CheckpointJournal {
    */
   rollback(sessionId: string, target: string, expectedHead: string): RollbackResult {
     return sessions.rollback(this.#c, sessionId, target, expectedHead);
+  }
+
+  /**
+   * Keeps what an operation's capture listed (`marsh log`): how many paths
+   * changed and the first of them. Written once, before the intent; the
+   * same again is a no-op.
+   *
+   * @throws {Deno.errors.NotFound} for an unknown operation
+   */
+  recordChanges(id: string, changes: OperationChanges): void {
+    changed.recordChanges(this.#c, id, changes);
+  }
+
+  /** What {@linkcode CheckpointJournal.recordChanges} kept for an operation, or null. */
+  changesOf(id: string): OperationChanges | null {
+    return this.#c.read("read operation changes", () => changed.changesOf(this.#c, id));
   }
 
   /**

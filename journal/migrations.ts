@@ -358,6 +358,20 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state IN ('recorded', 'launched', 'drained', 'sealing');
     `,
   },
+  {
+    version: 10,
+    name: "the paths an operation changed, for marsh log (issue 14)",
+    // docs/checkpoints.md "Rollback, fork, log": what the capture listed, kept
+    // with the operation (at most 1,000 paths; `changed` counts them all).
+    sql: `
+      CREATE TABLE operation_changes (
+        operation TEXT PRIMARY KEY NOT NULL REFERENCES operations (id),
+        changed INTEGER NOT NULL CHECK (changed >= 0),
+        truncated INTEGER NOT NULL CHECK (truncated IN (0, 1)),
+        paths TEXT NOT NULL CHECK (json_valid(paths) AND json_type(paths) = 'array')
+      ) STRICT;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -38,6 +38,15 @@ import {
   parseDiscardRequest,
 } from "./daemon_discard.ts";
 import {
+  parseSessionClientFrame,
+  SESSION_CLIENT_FRAMES,
+  SESSION_DAEMON_FRAMES,
+  type SessionClientFrame,
+  type SessionDaemonFrame,
+  SessionFrameError,
+  sessionReplyOk,
+} from "./daemon_session.ts";
+import {
   type CompareCancelFrame,
   type CompareReply,
   compareReplyOk,
@@ -221,6 +230,7 @@ export type ClientFrame =
   | CompareRequest
   | ResolveClientFrame
   | DiscardRequest
+  | SessionClientFrame
   | CompareCancelFrame;
 
 /** The split was accepted and journaled; its id. */
@@ -383,6 +393,7 @@ export type DaemonFrame =
   | CompareReply
   | ResolveDaemonFrame
   | DiscardedReply
+  | SessionDaemonFrame
   | OkReply
   | ErrorReply;
 
@@ -607,6 +618,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "resolve.compare.cancel":
       return { v: 1, t: "resolve.compare.cancel" };
   }
+  if (typeof x.t === "string" && SESSION_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseSessionClientFrame(x);
+    } catch (error) {
+      if (error instanceof SessionFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
   if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
     try {
       return parseResolveClientFrame(x);
@@ -651,6 +670,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "ok",
     "error",
     ...RESOLVE_DAEMON_FRAMES,
+    ...SESSION_DAEMON_FRAMES,
   ];
   if (typeof x.t !== "string" || !known.includes(x.t)) {
     throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
@@ -694,6 +714,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   }
   if (x.t === "compare" && !compareReplyOk(x)) {
     throw new DaemonProtocolError("malformed compare frame");
+  }
+  if (SESSION_DAEMON_FRAMES.has(x.t) && !sessionReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if (RESOLVE_DAEMON_FRAMES.has(x.t) && !resolveReplyOk(x)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame`);

@@ -12,10 +12,12 @@
 import type { KitLaunch } from "../protocol/kit_launch.ts";
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import {
+  type FileStdio,
   type KitResetDoneEvent,
-  type LaunchRequest,
+  type LaunchBase,
   type LingeringEvent,
   parseWorkerEvent,
+  type ScriptProgram,
   type WorkerEvent,
   type WorkerRequest,
 } from "../protocol/worker.ts";
@@ -26,8 +28,8 @@ import { entryCommand } from "../protocol/entrypoints.ts";
  * envelope. Only a `marsh compare --test` run has no `socket`.
  */
 export type LaunchSpec =
-  & Omit<LaunchRequest, "v" | "t" | "outputLimit">
-  & Required<Pick<LaunchRequest, "outputLimit">>;
+  & Omit<LaunchBase & ScriptProgram & FileStdio, "v" | "t" | "outputLimit">
+  & Required<Pick<FileStdio, "outputLimit">>;
 
 /** The events of one attempt. */
 export interface AttemptEvents {

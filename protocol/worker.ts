@@ -18,6 +18,10 @@
  * - An `error` without an attempt is about a frame (malformed, an unknown
  *   attempt, a duplicate id) or a note that changes no attempt's state.
  *
+ * A checkpoint operation's attempt (a `launch` with `argv` and `stdio`,
+ * docs/checkpoints.md "An operation") has the same events; `exited` is the
+ * status of `argv[0]`'s process, and there is never an `output-limit`.
+ *
  * An argv branch's attempt (`kit-launch`, one Kit container) has the same
  * events with these differences:
  *
@@ -42,9 +46,17 @@ import { isCleanAbsolute, isWithin, type KitLaunch, parseKitLaunch } from "./kit
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 import { KIT_NAME_RULE } from "../model/kit_name.ts";
 import { isEnvEntryName } from "../model/env_name.ts";
+import {
+  argvProblem,
+  isRecordId,
+  MAX_ARGV_BYTES,
+  SESSION_DIR,
+  sessionNameProblem,
+} from "../model/checkpoint.ts";
+import { MARSH_DIR } from "../model/layout.ts";
 
 // Part of the worker's frame contract: its importers need not know the leaf.
-export { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
+export { ATTEMPT_ID, MAX_ARGV_BYTES, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES };
 
 /** Bumped when a frame's shape changes incompatibly. */
 export const WORKER_PROTOCOL = 1;
@@ -66,12 +78,20 @@ export const MAX_MESSAGE = 4096;
 /** Linux's largest pid (`pid_max` at most 2^22). */
 const MAX_PID = 2 ** 22;
 
-/** Run one shell branch: `bash -c script`. */
-export interface LaunchRequest {
+/**
+ * Run one shell branch (`bash -c script`, output to files) or one
+ * checkpoint operation (`argv` exec'd as it is, stdio on FIFOs): the
+ * fields every launch has, then what it runs ({@linkcode LaunchProgram}),
+ * then where its stdio goes ({@linkcode LaunchStdio}). Each pair is
+ * exactly one of its two shapes; a shell branch's frame is unchanged.
+ */
+export type LaunchRequest = LaunchBase & LaunchProgram & LaunchStdio;
+
+/** The fields of every {@linkcode LaunchRequest}. */
+export interface LaunchBase {
   readonly v: 1;
   readonly t: "launch";
   readonly attempt: string;
-  readonly script: string;
   /**
    * Absolute; the fork's subdirectory matching the caller's cwd, as the
    * branch sees it: with {@linkcode view}, `<root>/<the caller's relative
@@ -80,13 +100,6 @@ export interface LaunchRequest {
   readonly cwd: string;
   /** The caller's exported environment, already filtered; the worker filters it again. */
   readonly env: Readonly<Record<string, string>>;
-  /** Absolute path of the spool file, read-only; `null` means empty stdin (`/dev/null`). */
-  readonly stdin: string | null;
-  /** Absolute paths of files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
-  readonly stdout: string;
-  readonly stderr: string;
-  /** Bytes of stdout and stderr together the worker keeps; default `OUTPUT_LIMIT` of `model/limits.ts` (a split's). */
-  readonly outputLimit?: number;
   /**
    * Absolute path of the branch's own daemon socket, handed to the branch as
    * `MARSH_SOCK` after the filter (which drops every `MARSH_*` the caller sent).
@@ -110,22 +123,116 @@ export interface LaunchRequest {
   readonly view?: ShellView;
 }
 
+/** What a launch runs: a shell branch's script, or an operation's argv. */
+export type LaunchProgram = ScriptProgram | ArgvProgram;
+
+/** A shell branch: `bash -c script`. */
+export interface ScriptProgram {
+  readonly script: string;
+  readonly argv?: undefined;
+}
+
 /**
- * What a shell branch's project view is built from (`worker/shell_view.ts`).
- * Every path is absolute and clean; the fork, the admin dir and every object
- * dir but the user's `<root>/.git/objects` lie in `<root>/.marsh/split/`.
+ * A checkpoint operation's command (docs/checkpoints.md, "An operation"):
+ * `argv[0]` is looked up in the branch's `PATH` and exec'd with exactly these
+ * arguments, no shell, no quoting. At least one element, no NUL, at most
+ * `MAX_ARGV_BYTES` of `model/checkpoint.ts` as JSON (its `argvProblem`).
+ */
+export interface ArgvProgram {
+  readonly argv: readonly string[];
+  readonly script?: undefined;
+}
+
+/** Where a launch's stdin, stdout and stderr are: files, or the caller's FIFOs. */
+export type LaunchStdio = FileStdio | FifoStdio;
+
+/**
+ * A shell branch's stdio: a spool file in, two files out, output bounded
+ * (the {@linkcode OutputLimitEvent}).
+ */
+export interface FileStdio {
+  /** Absolute path of the spool file, read-only; `null` means empty stdin (`/dev/null`). */
+  readonly stdin: string | null;
+  /** Absolute paths of files the worker creates (`O_CREAT | O_EXCL`, mode 0600). */
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Bytes of stdout and stderr together the worker keeps; default `OUTPUT_LIMIT` of `model/limits.ts` (a split's). */
+  readonly outputLimit?: number;
+  readonly stdio?: undefined;
+}
+
+/**
+ * An operation's stdio: FIFOs the caller made and opens, streamed with no
+ * output limit (never an `output-limit` event). See {@linkcode StdioFifos}.
+ */
+export interface FifoStdio {
+  readonly stdio: StdioFifos;
+  readonly stdin?: undefined;
+  readonly stdout?: undefined;
+  readonly stderr?: undefined;
+  readonly outputLimit?: undefined;
+}
+
+/**
+ * Three distinct FIFOs (`mkfifo -m 600`) in one directory
+ * `<control dir>/io/<id>/` (with a {@linkcode ShellView}, its `control`),
+ * made by the caller, who opens all three, in any order, right after it sent
+ * the launch. The worker opens `stdin` for reading and `stdout` and `stderr`
+ * for writing without waiting on one before another; a peer that has not
+ * opened its end within `FIFO_OPEN_MS` fails the launch (an `error` instead
+ * of `launched`). The branch's stdout and stderr are relayed: a reader that
+ * goes away (`EPIPE`) loses the rest of that stream but does not stop the
+ * branch; the stdin FIFO's end (its writer closed) is the branch's EOF.
+ */
+export interface StdioFifos {
+  readonly stdin: string;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** How long the worker waits for the caller to open its end of each {@linkcode StdioFifos} FIFO. */
+export const FIFO_OPEN_MS = 10_000;
+
+/**
+ * What a branch's project view is built from (`worker/shell_view.ts`). Every
+ * path is absolute and clean; the admin dir and every object dir but the
+ * user's `<root>/.git/objects` lie in `<root>/.marsh/split/`; the fork is a
+ * split's (`<root>/.marsh/split/<id>/<label>`) or an operation's
+ * ({@linkcode opForkPath}).
  */
 export interface ShellView {
   /** The project root (canonical): the fork is mounted over it. */
   readonly root: string;
-  /** The fork as mounted where the branch starts (`<root>/.marsh/split/<id>/<label>`). */
+  /**
+   * The fork as mounted where the branch starts: a split's
+   * `<root>/.marsh/split/<id>/<label>`, or an operation's
+   * `<root>/.marsh/session/<name>/op/<op>/merged`.
+   */
   readonly fork: string;
-  /** `<root>/.marsh/split/<id>/.admin/<label>` for a Git project, else `null`. */
+  /**
+   * `<root>/.marsh/split/<id>/.admin/<label>` for a split of a Git project,
+   * else `null`; with `null`, the user's own `<root>/.git`, when there is one,
+   * is bound read-only at its place (an operation's view).
+   */
   readonly admin: string | null;
   /** The object dirs the admin dir's alternates name, as real paths. */
   readonly objectDirs: readonly string[];
   /** The daemon's control dir (journal, sockets, attempt files), canonical: bound read-only. */
   readonly control: string;
+}
+
+/** An operation's fork, its read-write overlay: `<root>/.marsh/session/<name>/op/<op>/merged`. */
+export function opForkPath(root: string, session: string, op: string): string {
+  return `${root}/${MARSH_DIR}/${SESSION_DIR}/${session}/op/${op}/merged`;
+}
+
+/** Whether `fork` is {@linkcode opForkPath} of `root` for a valid session name and op id. */
+function isOpFork(root: string, fork: string): boolean {
+  const prefix = `${root}/${MARSH_DIR}/${SESSION_DIR}/`;
+  if (!fork.startsWith(prefix)) return false;
+  const parts = fork.slice(prefix.length).split("/");
+  return parts.length === 4 && parts[1] === "op" && parts[3] === "merged" &&
+    sessionNameProblem(parts[0]!) === null && isRecordId(parts[2]);
 }
 
 /** Most object dirs a view binds (as a Kit launch). */
@@ -285,12 +392,16 @@ export interface LingeringEvent {
   readonly more: number;
 }
 
-/** Every process of the attempt is gone and its output files are closed. */
+/** Every process of the attempt is gone and its output files (or FIFOs) are closed. */
 export interface SettledEvent {
   readonly v: 1;
   readonly t: "settled";
   readonly attempt: string;
-  /** Bytes kept in the stdout and stderr files. */
+  /**
+   * Bytes kept in the stdout and stderr files; with {@linkcode FifoStdio},
+   * bytes delivered to each FIFO's reader (what came after it went away is
+   * not counted).
+   */
   readonly stdoutBytes: number;
   readonly stderrBytes: number;
 }
@@ -417,10 +528,19 @@ function view(x: Record<string, unknown>, cwd: string): ShellView {
   const marsh = `${root}/.marsh`;
   const splits = `${marsh}/split`;
   const inSplits = (p: string, key: string) => {
-    if (!isWithin(p, splits) || p === splits) fail(x, `${key} must lie in ${splits}`);
+    if (!isWithin(p, splits) || p === splits) {
+      fail(
+        x,
+        key === "view.fork"
+          ? `view.fork must lie in ${splits} or be ${root}/.marsh/session/<name>/op/<op>/merged`
+          : `${key} must lie in ${splits}`,
+      );
+    }
     return p;
   };
-  const fork = inSplits(cleanPath(x, v.fork, "view.fork"), "view.fork");
+  const forkPath = cleanPath(x, v.fork, "view.fork");
+  if (!isOpFork(root, forkPath)) inSplits(forkPath, "view.fork");
+  const fork = forkPath;
   const admin = v.admin === null
     ? null
     : inSplits(cleanPath(x, v.admin, "view.admin"), "view.admin");
@@ -441,6 +561,51 @@ function view(x: Record<string, unknown>, cwd: string): ShellView {
     fail(x, "cwd must lie in view.root and outside its .marsh");
   }
   return { root, fork, admin, objectDirs, control };
+}
+
+function program(x: Record<string, unknown>): LaunchProgram {
+  if ((x.script === undefined) === (x.argv === undefined)) {
+    fail(x, "exactly one of script and argv");
+  }
+  if (x.script !== undefined) return { script: text(x, "script", MAX_SCRIPT_BYTES) };
+  const argv = x.argv;
+  if (!Array.isArray(argv) || argv.some((a) => typeof a !== "string")) {
+    fail(x, "argv must be a list of strings");
+  }
+  const problem = argvProblem(argv);
+  if (problem !== null) fail(x, `argv: ${problem}`);
+  return { argv: [...argv] };
+}
+
+function stdio(x: Record<string, unknown>, view: ShellView | undefined): LaunchStdio {
+  if (x.stdio === undefined) {
+    const limit = optInt(x, "outputLimit", 0, MAX_OUTPUT_LIMIT);
+    return {
+      stdin: x.stdin === null ? null : absolute(x, "stdin"),
+      stdout: absolute(x, "stdout"),
+      stderr: absolute(x, "stderr"),
+      ...(limit === undefined ? {} : { outputLimit: limit }),
+    };
+  }
+  for (const key of ["stdin", "stdout", "stderr", "outputLimit"]) {
+    if (x[key] !== undefined) fail(x, `${key} is not used with stdio`);
+  }
+  const v = x.stdio;
+  if (!isObject(v)) fail(x, "stdio must be an object");
+  const paths = (["stdin", "stdout", "stderr"] as const).map((k) =>
+    cleanPath(x, v[k], `stdio.${k}`)
+  );
+  const [stdin, stdout, stderr] = paths as [string, string, string];
+  const dir = stdin.slice(0, stdin.lastIndexOf("/"));
+  const io = dir.slice(0, dir.lastIndexOf("/"));
+  if (paths.some((p) => p.slice(0, p.lastIndexOf("/")) !== dir) || !io.endsWith("/io")) {
+    fail(x, "stdio's FIFOs must lie in one directory <control dir>/io/<id>/");
+  }
+  if (new Set(paths).size !== 3) fail(x, "stdio's FIFOs must be three distinct paths");
+  if (view !== undefined && io !== `${view.control}/io`) {
+    fail(x, `stdio's FIFOs must lie in ${view.control}/io/`);
+  }
+  return { stdio: { stdin, stdout, stderr } };
 }
 
 function namespace(x: Record<string, unknown>): { pid: number } {
@@ -465,25 +630,17 @@ export function parseWorkerRequest(x: unknown): WorkerRequest {
   }
   switch (x.t) {
     case "launch": {
-      const req: LaunchRequest = {
+      const base: LaunchBase = {
         v: 1,
         t: "launch",
         attempt: attempt(x),
-        script: text(x, "script", MAX_SCRIPT_BYTES),
         cwd: absolute(x, "cwd"),
         env: env(x),
-        stdin: x.stdin === null ? null : absolute(x, "stdin"),
-        stdout: absolute(x, "stdout"),
-        stderr: absolute(x, "stderr"),
-      };
-      const limit = optInt(x, "outputLimit", 0, MAX_OUTPUT_LIMIT);
-      return {
-        ...req,
-        ...(limit === undefined ? {} : { outputLimit: limit }),
         ...(x.socket === undefined ? {} : { socket: absolute(x, "socket") }),
         ...(x.namespace === undefined ? {} : { namespace: namespace(x) }),
-        ...(x.view === undefined ? {} : { view: view(x, req.cwd) }),
+        ...(x.view === undefined ? {} : { view: view(x, absolute(x, "cwd")) }),
       };
+      return { ...base, ...program(x), ...stdio(x, base.view) };
     }
     case "kit-launch": {
       let launch: KitLaunch;
@@ -613,8 +770,9 @@ export function parseWorkerEvent(x: unknown): WorkerEvent {
         v: 1,
         t: "settled",
         attempt: attempt(x),
-        stdoutBytes: int(x, "stdoutBytes", 0, MAX_OUTPUT_LIMIT),
-        stderrBytes: int(x, "stderrBytes", 0, MAX_OUTPUT_LIMIT),
+        // An operation's FIFOs have no output limit.
+        stdoutBytes: int(x, "stdoutBytes", 0, Number.MAX_SAFE_INTEGER),
+        stderrBytes: int(x, "stderrBytes", 0, Number.MAX_SAFE_INTEGER),
       };
     case "output-limit":
       return {

@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { assertProperty } from "../tests/_property.ts";
 import {
   boundMessage,
+  MAX_ARGV_BYTES,
   MAX_ENV_BYTES,
   MAX_ENV_ENTRIES,
   MAX_GRACE_MS,
@@ -426,4 +427,106 @@ Deno.test({
   bad({}, "cwd must lie in view.root", "/p/.marsh/split");
   bad({}, "cwd must be an absolute path without", "/p/sub/../..");
   refused({ ...launch, cwd: "/p", view: "/p" }, "view must be an object");
+});
+
+const op = {
+  v: 1,
+  t: "launch",
+  attempt: "op-1",
+  argv: ["sh", "-c", 'echo "$1"', "a b", "'q'\n$(x)"],
+  cwd: "/p/sub",
+  env: { PATH: "/usr/bin" },
+  stdio: {
+    stdin: "/state/marsh/io/r1/in",
+    stdout: "/state/marsh/io/r1/out",
+    stderr: "/state/marsh/io/r1/err",
+  },
+  view: {
+    root: "/p",
+    fork: "/p/.marsh/session/fix/op/op-1/merged",
+    admin: null,
+    objectDirs: [],
+    control: "/state/marsh",
+  },
+};
+
+Deno.test({
+  name:
+    "an operation's launch: argv instead of script, FIFOs in <control>/io/<id>/ instead of files",
+  permissions: "none",
+}, () => {
+  assert.deepEqual(parseWorkerRequest(op), op);
+  const { stdio: _, ...noStdio } = op;
+  const withFiles = { ...noStdio, stdin: null, stdout: "/ctl/a/out", stderr: "/ctl/a/err" };
+  assert.deepEqual(parseWorkerRequest(withFiles), withFiles);
+  const { argv: __, ...noArgv } = op;
+  assert.deepEqual(parseWorkerRequest({ ...noArgv, script: "cat" }), { ...noArgv, script: "cat" });
+  // Exactly one program, exactly one kind of stdio.
+  refused({ ...op, script: "true" }, "exactly one of script and argv");
+  refused(noArgv, "exactly one of script and argv");
+  refused({ ...op, stdout: "/ctl/a/out" }, "stdout is not used with stdio");
+  refused({ ...op, stdin: null }, "stdin is not used with stdio");
+  refused({ ...op, outputLimit: 1 }, "outputLimit is not used with stdio");
+  // argv: model/checkpoint.ts argvProblem, at the boundary.
+  refused({ ...op, argv: [] }, "argv: an operation needs a command");
+  refused({ ...op, argv: "true" }, "argv must be a list of strings");
+  refused({ ...op, argv: ["true", 1] }, "argv must be a list of strings");
+  refused({ ...op, argv: ["a\0b"] }, "NUL");
+  // JSON.stringify(["x…"]) is the string plus 4 bytes.
+  const max = "x".repeat(MAX_ARGV_BYTES - 4);
+  assert.deepEqual(parseWorkerRequest({ ...op, argv: [max] }), { ...op, argv: [max] });
+  refused({ ...op, argv: [`${max}x`] }, "the command is too long");
+  // The FIFOs.
+  const fifos = (over: Record<string, unknown>, fragment: string) =>
+    refused({ ...op, stdio: { ...op.stdio, ...over } }, fragment);
+  fifos({ stdout: "/state/marsh/io/r2/out" }, "one directory <control dir>/io/<id>/");
+  fifos({
+    stdin: "/state/marsh/io/in",
+    stdout: "/state/marsh/io/out",
+    stderr: "/state/marsh/io/err",
+  }, "one directory");
+  fifos({ stderr: "/state/marsh/io/r1/out" }, "three distinct paths");
+  fifos({ stdin: "io/r1/in" }, "stdio.stdin must be an absolute path");
+  fifos({ stdout: "/state/marsh/io/r1/../r1/out" }, "stdio.stdout must be an absolute path");
+  fifos({ stderr: undefined }, "stdio.stderr");
+  refused({ ...op, stdio: "/state/marsh/io/r1" }, "stdio must be an object");
+  refused({ ...op, view: { ...op.view, control: "/other" } }, "must lie in /other/io/");
+  // Without a view, any <dir>/io/<id>/ will do.
+  const bare = { ...op, cwd: "/p/.marsh/session/fix/op/op-1/merged" };
+  delete (bare as Record<string, unknown>).view;
+  assert.deepEqual(parseWorkerRequest(bare), bare);
+});
+
+Deno.test({
+  name: "a view's fork is a split's or an operation's merged dir, nothing else of .marsh",
+  permissions: "none",
+}, () => {
+  const bad = (fork: string) =>
+    refused({ ...op, view: { ...op.view, fork } }, "view.fork must lie in /p/.marsh/split or be");
+  for (
+    const fork of [
+      "/p/.marsh/session/fix/op/op-1",
+      "/p/.marsh/session/fix/op/op-1/upper",
+      "/p/.marsh/session/fix/view",
+      "/p/.marsh/session/fix/op/op-1/merged/x",
+      "/p/.marsh/session/-x/op/op-1/merged",
+      "/p/.marsh/session/fix/op/Op_1/merged",
+      "/p/.marsh/session/fix/ops/op-1/merged",
+      "/p/.marsh/layers/x",
+      "/q/.marsh/session/fix/op/op-1/merged",
+    ]
+  ) bad(fork);
+  const other = { ...op, view: { ...op.view, fork: "/p/.marsh/session/a.b_c/op/0/merged" } };
+  assert.deepEqual(parseWorkerRequest(other), other);
+  // An operation's admin is still only a split's.
+  refused(
+    { ...op, view: { ...op.view, admin: "/p/.marsh/session/fix/op/op-1/merged" } },
+    "view.admin",
+  );
+});
+
+Deno.test({ name: "settled counts past the output limit for FIFOs", permissions: "none" }, () => {
+  const ev = { v: 1, t: "settled", attempt: "a", stdoutBytes: 2 ** 41, stderrBytes: 0 };
+  assert.deepEqual(parseWorkerEvent(ev), ev);
+  assert.throws(() => parseWorkerEvent({ ...ev, stdoutBytes: -1 }), WorkerProtocolError);
 });

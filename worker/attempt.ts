@@ -8,6 +8,8 @@
 
 import {
   boundMessage,
+  type FileStdio,
+  type LaunchBase,
   type LaunchRequest,
   type Mechanism,
   type WorkerEvent,
@@ -29,6 +31,9 @@ export interface AttemptOptions {
   /** Notes that change no attempt's state (the daemon's log). */
   readonly log?: (message: string) => void;
 }
+
+/** A shell branch's launch. */
+type ShellLaunch = LaunchBase & { readonly script: string } & FileStdio;
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -114,6 +119,10 @@ export class Attempt {
   }
 
   async #run(req: LaunchRequest): Promise<void> {
+    if (req.argv !== undefined || req.stdio !== undefined) {
+      this.#fail("this worker does not run operations (argv, stdio) yet");
+      return;
+    }
     const files: Deno.FsFile[] = [];
     try {
       for (const path of [req.stdout, req.stderr]) {
@@ -138,7 +147,7 @@ export class Attempt {
     }
   }
 
-  async #supervise(req: LaunchRequest, out: Deno.FsFile, err: Deno.FsFile): Promise<void> {
+  async #supervise(req: ShellLaunch, out: Deno.FsFile, err: Deno.FsFile): Promise<void> {
     const supervisor = Supervisor.start(
       {
         mode: this.#opts.forceSubreaper ? "subreaper" : "auto",

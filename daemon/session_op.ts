@@ -1,0 +1,333 @@
+/**
+ * `marsh op`: one command as one checkpoint (docs/checkpoints.md "An
+ * operation"): the journal's record, the op's private overlay
+ * (`op-prepare`), the worker's launch (argv, the caller's FIFOs, the
+ * overlay at the project's path), the drain, the capture, then either a
+ * no-change bind, or the three durability steps (intent, the layer's seal,
+ * the bind with the head's compare-and-swap), and last the view's remount.
+ * The command is never run twice; a cancel drains first, then seals or
+ * discards as asked.
+ *
+ * @module
+ */
+
+import type { Journal } from "../journal/journal.ts";
+import {
+  argvProblem,
+  cwdProblem,
+  type ExecutionOutcome,
+  type SessionRecord,
+} from "../model/checkpoint.ts";
+import { exitCodeOf } from "../model/exit_code.ts";
+import type { OpDoneReply, OpRunRequest } from "../protocol/daemon_session.ts";
+import type { Conn } from "./conn.ts";
+import type { Log } from "./log.ts";
+import { RequestError } from "./request_error.ts";
+import type { SessionStore, ViewState } from "./session_context.ts";
+import { newRecordId } from "./session_context.ts";
+import type { AttemptEvents, OperationLaunchSpec } from "./worker_link.ts";
+
+/** The digest of an empty changed set (a no-change checkpoint's): SHA-256 of nothing. */
+export const EMPTY_CHANGES = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/** The FIFO names in the caller's io dir. */
+export const IO_FIFOS = { stdin: "in", stdout: "out", stderr: "err" } as const;
+/** The io dirs' parent in the control dir. */
+export const IO_DIR = "io";
+const IO_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** What an operation needs. */
+export interface OpDeps {
+  readonly journal: Journal;
+  readonly store: SessionStore;
+  /** Remounts a session's view on a stack (null: it failed, logged). */
+  readonly views: (s: SessionRecord, layers: readonly string[]) => Promise<ViewState | null>;
+  readonly worker: {
+    launchOperation(spec: OperationLaunchSpec, events: AttemptEvents): Promise<void>;
+    cancel(attempt: string, graceMs: number): Promise<void>;
+  };
+  /** The control dir, canonical. */
+  readonly home: string;
+  /** The split-filesystem service's namespace, where its mounts live (unprivileged daemon). */
+  readonly namespace: { readonly pid: number } | null;
+  readonly graceMs: number;
+  readonly now: () => number;
+  readonly log: Log;
+  /** Test-only: stops at a step until the daemon is killed (`MARSH_TEST_PAUSE_AT`). */
+  readonly pause: (step: string) => Promise<void>;
+}
+
+/** How the command ended, as the worker reported it. */
+interface Ended {
+  readonly launched: boolean;
+  readonly code: number | null;
+  readonly signal: string | null;
+  /** The worker's error, when the attempt ended by one. */
+  readonly error: string | null;
+}
+
+/** The caller's FIFOs, checked: `<home>/io/<id>/{in,out,err}`, each a FIFO. */
+function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
+  const prefix = `${home}/${IO_DIR}/`;
+  const id = io.startsWith(prefix) ? io.slice(prefix.length) : "";
+  if (!IO_ID.test(id)) {
+    throw new RequestError(2, `marsh op's FIFO dir must be ${prefix}<id>, not ${io}`);
+  }
+  const paths = {
+    stdin: `${io}/${IO_FIFOS.stdin}`,
+    stdout: `${io}/${IO_FIFOS.stdout}`,
+    stderr: `${io}/${IO_FIFOS.stderr}`,
+  };
+  for (const p of Object.values(paths)) {
+    let fifo = false;
+    try {
+      fifo = Deno.lstatSync(p).isFifo === true;
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+    }
+    if (!fifo) throw new RequestError(2, `marsh op: ${p} is not a FIFO the caller made`);
+  }
+  return paths;
+}
+
+/**
+ * Runs `req` in session `s` (located at `where`) and answers on `conn`:
+ * `op.launched`, then `op.done`.
+ *
+ * @throws {RequestError} before anything ran (2: usage; 1: the session is busy), or 125
+ */
+export async function runOperation(
+  conn: Conn,
+  req: OpRunRequest,
+  where: { readonly at: { readonly root: string; readonly rel: string }; readonly session: SessionRecord },
+  d: OpDeps,
+): Promise<void> {
+  const j = d.journal.checkpoints;
+  const { root, rel } = where.at;
+  const s = where.session;
+  const problem = argvProblem(req.argv) ?? cwdProblem(rel);
+  if (problem !== null) throw new RequestError(2, `marsh op: ${problem}`);
+  const stdio = fifos(d.home, req.io);
+  const head = j.getCheckpoint(s.head);
+  if (head === null) throw new Error(`session ${s.name}'s head ${s.head} is not in the journal`);
+  const id = newRecordId("o");
+  let rec;
+  try {
+    rec = j.recordOperation({
+      id,
+      session: s.id,
+      expectedHead: s.head,
+      argv: req.argv,
+      cwd: rel,
+      createdMs: d.now(),
+    });
+  } catch (error) {
+    if (error instanceof Deno.errors.Busy) {
+      throw new RequestError(1, `marsh op: ${error.message}; wait for it to end`);
+    }
+    throw error;
+  }
+  if (rec.kind === "stale") {
+    throw new RequestError(1, `marsh op: session ${s.name} moved meanwhile; try again`);
+  }
+  await d.pause("op-recorded");
+  const at = { root, name: s.name };
+  const done = (r: Omit<OpDoneReply, "v" | "t" | "operation" | "session">) =>
+    conn.send({ v: 1, t: "op.done", operation: id, session: s.name, ...r });
+  let merged: string;
+  try {
+    merged = (await d.store.prepareOp(at, id, head.layers)).merged;
+  } catch (error) {
+    const why = `its overlay could not be made: ${error instanceof Error ? error.message : error}`;
+    j.failOperation(id, why, d.now());
+    throw new RequestError(125, `marsh op: ${why}; nothing ran`);
+  }
+
+  // Cancel: an op.cancel frame, or the caller's connection closing.
+  let cancelled = false;
+  let launchedSeen = false;
+  const ended = Promise.withResolvers<Ended>();
+  let exit: { code: number | null; signal: string | null } = { code: null, signal: null };
+  let over = false;
+  const cancel = () => {
+    // After the end the attempt is gone: a cancel for it would be a worker error.
+    if (cancelled || over) return;
+    cancelled = true;
+    void d.worker.cancel(id, d.graceMs);
+  };
+  void (async () => {
+    for (;;) {
+      const f = await conn.next();
+      if (f === null || f.t === "op.cancel") return cancel();
+    }
+  })();
+  await d.worker.launchOperation({
+    attempt: id,
+    argv: req.argv,
+    cwd: rel === "." ? root : `${root}/${rel}`,
+    env: req.env,
+    stdio,
+    view: { root, fork: merged, admin: null, objectDirs: [], control: d.home },
+    ...(d.namespace === null ? {} : { namespace: d.namespace }),
+  }, {
+    launched: () => {
+      launchedSeen = true;
+      j.launchOperation(id, d.now());
+      void conn.send({ v: 1, t: "op.launched", operation: id, session: s.name, head: s.head });
+    },
+    exited: (code, signal) => exit = { code, signal },
+    settled: () => ended.resolve({ launched: launchedSeen, ...exit, error: null }),
+    outputLimit: () => {},
+    error: (message) => ended.resolve({ launched: launchedSeen, ...exit, error: message }),
+  });
+  const end = await ended.promise;
+  over = true;
+  const t0 = performance.now();
+  const drop = () =>
+    d.store.dropOp(at, id).catch((e) => d.log.info(`op ${id}: drop failed: ${e}`));
+
+  if (!end.launched) {
+    const why = `the command could not start: ${end.error ?? "no launch was reported"}`;
+    j.failOperation(id, why, d.now());
+    await drop();
+    throw new RequestError(125, `marsh op: ${why}; nothing was checkpointed`);
+  }
+  if (end.error !== null) {
+    // The worker lost track of the process tree: a writer may outlive it (DG-O05).
+    j.escapeOperation(id, end.error, d.now());
+    throw new RequestError(125, `marsh op: ${end.error}; nothing was checkpointed (escaped)`);
+  }
+  const outcome: ExecutionOutcome = cancelled
+    ? { kind: "cancelled" }
+    : exit.code === null
+    ? { kind: "signaled", signal: exit.signal ?? "SIGKILL" }
+    : { kind: "exited", code: exit.code };
+  j.drainOperation(id, outcome, d.now());
+  await d.pause("op-drained");
+  const status = cancelled ? 130 : exitCodeOf(exit.code, exit.signal);
+  const execution = {
+    execution: outcome.kind,
+    exit: outcome.kind === "exited" ? outcome.code : null,
+    signal: outcome.kind === "signaled" ? outcome.signal : null,
+  };
+
+  if (cancelled && req.onCancel === "discard") {
+    await drop();
+    j.discardOperation(id, d.now());
+    await done({
+      ...execution,
+      checkpoint: null,
+      root: null,
+      disposition: "discarded",
+      state: "discarded",
+      changed: 0,
+      status,
+      bind_ms: null,
+      view_ms: null,
+      message: `marsh: cancelled; its changes were discarded (--on-cancel=discard)`,
+    });
+    return;
+  }
+  await sealAndBind(conn, { id, s, at, head, status, execution, t0, done, drop }, d);
+}
+
+/** Capture, then a no-change bind or intent, seal and bind; then the view's remount. */
+async function sealAndBind(
+  _conn: Conn,
+  o: {
+    readonly id: string;
+    readonly s: SessionRecord;
+    readonly at: { readonly root: string; readonly name: string };
+    readonly head: { readonly layers: readonly string[]; readonly root: string };
+    readonly status: number;
+    readonly execution: { execution: string; exit: number | null; signal: string | null };
+    readonly t0: number;
+    readonly done: (r: Omit<OpDoneReply, "v" | "t" | "operation" | "session">) => Promise<void>;
+    readonly drop: () => Promise<unknown>;
+  },
+  d: OpDeps,
+): Promise<void> {
+  const j = d.journal.checkpoints;
+  const fail = async (what: string, error: unknown) => {
+    const why = `${what}: ${error instanceof Error ? error.message : error}`;
+    j.failOperation(o.id, why, d.now());
+    await o.done({
+      ...o.execution,
+      checkpoint: null,
+      root: null,
+      disposition: null,
+      state: "failed",
+      changed: 0,
+      status: 125,
+      bind_ms: null,
+      view_ms: null,
+      message: `marsh op: ${why}; nothing was checkpointed (the command exited ${o.status})`,
+    });
+  };
+  let cap;
+  try {
+    cap = await d.store.captureOp(o.at, o.id, { layers: o.head.layers, rootId: o.head.root });
+  } catch (error) {
+    await o.drop();
+    return await fail("its changes could not be captured", error);
+  }
+  let bound;
+  if (cap.kind === "no-change") {
+    bound = j.bindCheckpoint(o.id, { createdMs: d.now(), noChange: { changes: EMPTY_CHANGES } });
+    await o.drop();
+  } else {
+    j.recordChanges(o.id, { changed: cap.changed, truncated: cap.truncated, paths: cap.paths });
+    j.recordIntent(o.id, { root: cap.rootId, layer: cap.layer, changes: cap.digest }, d.now());
+    await d.pause("op-intent");
+    try {
+      await d.store.sealOp(o.at, o.id, {
+        layer: cap.layer,
+        rootId: cap.rootId,
+        layers: o.head.layers,
+      });
+    } catch (error) {
+      return await fail(`layer ${cap.layer} could not be sealed`, error);
+    }
+    await d.pause("op-sealed");
+    bound = j.bindCheckpoint(o.id, { createdMs: d.now() });
+    await d.pause("op-bound");
+    await o.drop();
+  }
+  const bindMs = performance.now() - o.t0;
+  const changed = cap.kind === "no-change" ? 0 : cap.changed;
+  if (bound.kind === "stale") {
+    await o.done({
+      ...o.execution,
+      checkpoint: null,
+      root: null,
+      disposition: null,
+      state: "stale",
+      changed,
+      status: 1,
+      bind_ms: bindMs,
+      view_ms: null,
+      message: `marsh op: session ${o.s.name} moved while the command ran (its head is ` +
+        `${bound.current}, not ${bound.expected}); nothing was published: run marsh log, ` +
+        `then the command again`,
+    });
+    return;
+  }
+  const c = bound.checkpoint;
+  const t1 = performance.now();
+  const view = await d.views(o.s, c.layers);
+  const viewMs = view === null ? null : performance.now() - t1;
+  const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
+  await o.done({
+    ...o.execution,
+    checkpoint: c.id,
+    root: c.root,
+    disposition: changed === 0 ? "no-change" : "sealed",
+    state: "bound",
+    changed,
+    status: o.status,
+    bind_ms: bindMs,
+    view_ms: viewMs,
+    message: `marsh: checkpoint ${c.id.slice(0, 12)} (${what})` +
+      (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
+  });
+}

@@ -21,6 +21,7 @@ import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
+import { registerSessionCommands } from "./client/session_commands.ts";
 import {
   daemonStartCommand,
   daemonStatusCommand,
@@ -113,6 +114,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerEngineCommands(program, ctx);
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
+  registerSessionCommands(program, ctx);
 }
 
 if (import.meta.main) {

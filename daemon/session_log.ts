@@ -36,7 +36,11 @@ function operationInfo(o: OperationRecord): LogOperation {
 /** A journal log entry as `marsh log --json` prints it. */
 export function logEntryInfo(
   e: LogEntry,
-  ctx: { readonly head: string; readonly session: string; readonly changes: OperationChanges | null },
+  ctx: {
+    readonly head: string;
+    readonly session: string;
+    readonly changes: OperationChanges | null;
+  },
 ): LogEntryInfo {
   const c = e.checkpoint;
   const noChange = c.kind === "operation" && c.delta.kind === "no-change";

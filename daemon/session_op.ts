@@ -11,7 +11,6 @@
  * @module
  */
 
-import type { Journal } from "../journal/journal.ts";
 import {
   argvProblem,
   cwdProblem,
@@ -21,14 +20,11 @@ import {
 import { exitCodeOf } from "../model/exit_code.ts";
 import type { OpDoneReply, OpRunRequest } from "../protocol/daemon_session.ts";
 import type { Conn } from "./conn.ts";
-import type { Log } from "./log.ts";
 import { RequestError } from "./request_error.ts";
-import type { SessionStore, ViewState } from "./session_context.ts";
+import type { ViewState } from "./session_context.ts";
 import { newRecordId } from "./session_context.ts";
+import { captureAndPublish, dropOp, type SealDeps } from "./session_seal.ts";
 import type { AttemptEvents, OperationLaunchSpec } from "./worker_link.ts";
-
-/** The digest of an empty changed set (a no-change checkpoint's): SHA-256 of nothing. */
-export const EMPTY_CHANGES = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 /** The FIFO names in the caller's io dir. */
 export const IO_FIFOS = { stdin: "in", stdout: "out", stderr: "err" } as const;
@@ -37,9 +33,7 @@ export const IO_DIR = "io";
 const IO_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** What an operation needs. */
-export interface OpDeps {
-  readonly journal: Journal;
-  readonly store: SessionStore;
+export interface OpDeps extends SealDeps {
   /** Remounts a session's view on a stack (null: it failed, logged). */
   readonly views: (s: SessionRecord, layers: readonly string[]) => Promise<ViewState | null>;
   readonly worker: {
@@ -50,11 +44,13 @@ export interface OpDeps {
   readonly home: string;
   /** The split-filesystem service's namespace, where its mounts live (unprivileged daemon). */
   readonly namespace: { readonly pid: number } | null;
+  /**
+   * Whether the op sees its overlay at the project's own path in a private
+   * mount namespace (the shell view `project`); else it runs with its cwd in
+   * the overlay, and an absolute path can leave it (docs/containment.md).
+   */
+  readonly project: boolean;
   readonly graceMs: number;
-  readonly now: () => number;
-  readonly log: Log;
-  /** Test-only: stops at a step until the daemon is killed (`MARSH_TEST_PAUSE_AT`). */
-  readonly pause: (step: string) => Promise<void>;
 }
 
 /** How the command ended, as the worker reported it. */
@@ -71,7 +67,7 @@ function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
   const prefix = `${home}/${IO_DIR}/`;
   const id = io.startsWith(prefix) ? io.slice(prefix.length) : "";
   if (!IO_ID.test(id)) {
-    throw new RequestError(2, `marsh op's FIFO dir must be ${prefix}<id>, not ${io}`);
+    throw new RequestError(2, `the FIFO dir must be ${prefix}<id>, not ${io}`);
   }
   const paths = {
     stdin: `${io}/${IO_FIFOS.stdin}`,
@@ -85,7 +81,7 @@ function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
     } catch (error) {
       if (!(error instanceof Deno.errors.NotFound)) throw error;
     }
-    if (!fifo) throw new RequestError(2, `marsh op: ${p} is not a FIFO the caller made`);
+    if (!fifo) throw new RequestError(2, `${p} is not a FIFO the caller made`);
   }
   return paths;
 }
@@ -99,14 +95,17 @@ function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
 export async function runOperation(
   conn: Conn,
   req: OpRunRequest,
-  where: { readonly at: { readonly root: string; readonly rel: string }; readonly session: SessionRecord },
+  where: {
+    readonly at: { readonly root: string; readonly rel: string };
+    readonly session: SessionRecord;
+  },
   d: OpDeps,
 ): Promise<void> {
   const j = d.journal.checkpoints;
   const { root, rel } = where.at;
   const s = where.session;
   const problem = argvProblem(req.argv) ?? cwdProblem(rel);
-  if (problem !== null) throw new RequestError(2, `marsh op: ${problem}`);
+  if (problem !== null) throw new RequestError(2, problem);
   const stdio = fifos(d.home, req.io);
   const head = j.getCheckpoint(s.head);
   if (head === null) throw new Error(`session ${s.name}'s head ${s.head} is not in the journal`);
@@ -123,12 +122,12 @@ export async function runOperation(
     });
   } catch (error) {
     if (error instanceof Deno.errors.Busy) {
-      throw new RequestError(1, `marsh op: ${error.message}; wait for it to end`);
+      throw new RequestError(1, `${error.message}; wait for it to end`);
     }
     throw error;
   }
   if (rec.kind === "stale") {
-    throw new RequestError(1, `marsh op: session ${s.name} moved meanwhile; try again`);
+    throw new RequestError(1, `session ${s.name} moved meanwhile; try again`);
   }
   await d.pause("op-recorded");
   const at = { root, name: s.name };
@@ -140,7 +139,7 @@ export async function runOperation(
   } catch (error) {
     const why = `its overlay could not be made: ${error instanceof Error ? error.message : error}`;
     j.failOperation(id, why, d.now());
-    throw new RequestError(125, `marsh op: ${why}; nothing ran`);
+    throw new RequestError(125, `${why}; nothing ran`);
   }
 
   // Cancel: an op.cancel frame, or the caller's connection closing.
@@ -164,10 +163,12 @@ export async function runOperation(
   await d.worker.launchOperation({
     attempt: id,
     argv: req.argv,
-    cwd: rel === "." ? root : `${root}/${rel}`,
+    cwd: `${d.project ? root : merged}${rel === "." ? "" : `/${rel}`}`,
     env: req.env,
     stdio,
-    view: { root, fork: merged, admin: null, objectDirs: [], control: d.home },
+    ...(d.project
+      ? { view: { root, fork: merged, admin: null, objectDirs: [], control: d.home } }
+      : {}),
     ...(d.namespace === null ? {} : { namespace: d.namespace }),
   }, {
     launched: () => {
@@ -183,19 +184,18 @@ export async function runOperation(
   const end = await ended.promise;
   over = true;
   const t0 = performance.now();
-  const drop = () =>
-    d.store.dropOp(at, id).catch((e) => d.log.info(`op ${id}: drop failed: ${e}`));
+  const drop = () => dropOp({ id, at, head }, d);
 
   if (!end.launched) {
     const why = `the command could not start: ${end.error ?? "no launch was reported"}`;
     j.failOperation(id, why, d.now());
     await drop();
-    throw new RequestError(125, `marsh op: ${why}; nothing was checkpointed`);
+    throw new RequestError(125, `${why}; nothing was checkpointed`);
   }
   if (end.error !== null) {
     // The worker lost track of the process tree: a writer may outlive it (DG-O05).
     j.escapeOperation(id, end.error, d.now());
-    throw new RequestError(125, `marsh op: ${end.error}; nothing was checkpointed (escaped)`);
+    throw new RequestError(125, `${end.error}; nothing was checkpointed (escaped)`);
   }
   const outcome: ExecutionOutcome = cancelled
     ? { kind: "cancelled" }
@@ -228,31 +228,11 @@ export async function runOperation(
     });
     return;
   }
-  await sealAndBind(conn, { id, s, at, head, status, execution, t0, done, drop }, d);
-}
-
-/** Capture, then a no-change bind or intent, seal and bind; then the view's remount. */
-async function sealAndBind(
-  _conn: Conn,
-  o: {
-    readonly id: string;
-    readonly s: SessionRecord;
-    readonly at: { readonly root: string; readonly name: string };
-    readonly head: { readonly layers: readonly string[]; readonly root: string };
-    readonly status: number;
-    readonly execution: { execution: string; exit: number | null; signal: string | null };
-    readonly t0: number;
-    readonly done: (r: Omit<OpDoneReply, "v" | "t" | "operation" | "session">) => Promise<void>;
-    readonly drop: () => Promise<unknown>;
-  },
-  d: OpDeps,
-): Promise<void> {
-  const j = d.journal.checkpoints;
-  const fail = async (what: string, error: unknown) => {
-    const why = `${what}: ${error instanceof Error ? error.message : error}`;
-    j.failOperation(o.id, why, d.now());
-    await o.done({
-      ...o.execution,
+  const pub = await captureAndPublish({ id, at, head }, d);
+  const bindMs = performance.now() - t0;
+  if (pub.kind === "failed") {
+    await done({
+      ...execution,
       checkpoint: null,
       root: null,
       disposition: null,
@@ -261,52 +241,24 @@ async function sealAndBind(
       status: 125,
       bind_ms: null,
       view_ms: null,
-      message: `marsh op: ${why}; nothing was checkpointed (the command exited ${o.status})`,
+      message:
+        `marsh op: ${pub.why}; nothing was checkpointed (the command's status was ${status})`,
     });
-  };
-  let cap;
-  try {
-    cap = await d.store.captureOp(o.at, o.id, { layers: o.head.layers, rootId: o.head.root });
-  } catch (error) {
-    await o.drop();
-    return await fail("its changes could not be captured", error);
+    return;
   }
-  let bound;
-  if (cap.kind === "no-change") {
-    bound = j.bindCheckpoint(o.id, { createdMs: d.now(), noChange: { changes: EMPTY_CHANGES } });
-    await o.drop();
-  } else {
-    j.recordChanges(o.id, { changed: cap.changed, truncated: cap.truncated, paths: cap.paths });
-    j.recordIntent(o.id, { root: cap.rootId, layer: cap.layer, changes: cap.digest }, d.now());
-    await d.pause("op-intent");
-    try {
-      await d.store.sealOp(o.at, o.id, {
-        layer: cap.layer,
-        rootId: cap.rootId,
-        layers: o.head.layers,
-      });
-    } catch (error) {
-      return await fail(`layer ${cap.layer} could not be sealed`, error);
-    }
-    await d.pause("op-sealed");
-    bound = j.bindCheckpoint(o.id, { createdMs: d.now() });
-    await d.pause("op-bound");
-    await o.drop();
-  }
-  const bindMs = performance.now() - o.t0;
-  const changed = cap.kind === "no-change" ? 0 : cap.changed;
+  const bound = pub.result;
   if (bound.kind === "stale") {
-    await o.done({
-      ...o.execution,
+    await done({
+      ...execution,
       checkpoint: null,
       root: null,
       disposition: null,
       state: "stale",
-      changed,
+      changed: pub.changed,
       status: 1,
       bind_ms: bindMs,
       view_ms: null,
-      message: `marsh op: session ${o.s.name} moved while the command ran (its head is ` +
+      message: `marsh op: session ${s.name} moved while the command ran (its head is ` +
         `${bound.current}, not ${bound.expected}); nothing was published: run marsh log, ` +
         `then the command again`,
     });
@@ -314,20 +266,21 @@ async function sealAndBind(
   }
   const c = bound.checkpoint;
   const t1 = performance.now();
-  const view = await d.views(o.s, c.layers);
+  const view = await d.views(s, c.layers);
   const viewMs = view === null ? null : performance.now() - t1;
+  const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
   const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
-  await o.done({
-    ...o.execution,
+  await done({
+    ...execution,
     checkpoint: c.id,
     root: c.root,
     disposition: changed === 0 ? "no-change" : "sealed",
     state: "bound",
     changed,
-    status: o.status,
+    status,
     bind_ms: bindMs,
     view_ms: viewMs,
-    message: `marsh: checkpoint ${c.id.slice(0, 12)} (${what})` +
+    message: `marsh: checkpoint ${c.id} (${what})` +
       (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
   });
 }

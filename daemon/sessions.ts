@@ -42,6 +42,7 @@ import {
   type ViewState,
 } from "./session_context.ts";
 import { logEntryInfo } from "./session_log.ts";
+import { recoverOperations } from "./session_recovery.ts";
 import { type OpDeps, runOperation } from "./session_op.ts";
 
 /** Where a caller stands: the project, and its place in it or in a session's view. */
@@ -261,7 +262,9 @@ export class Sessions {
       throw new RequestError(
         125,
         `session ${name} is removed, but its directory ${root}/${MARSH_DIR}/${SESSION_DIR}/${name} ` +
-          `could not be: ${error instanceof Error ? error.message : error} (unmount and remove it ` +
+          `could not be: ${
+            error instanceof Error ? error.message : error
+          } (unmount and remove it ` +
           `by hand)`,
       );
     }
@@ -378,8 +381,23 @@ export class Sessions {
     }
   }
 
-  /** Remounts every open session's view on its head (at start: a killed daemon's may be stale). */
-  async remountAll(): Promise<void> {
+  /**
+   * At start, before any request: settles the operations a stopped daemon
+   * left live (`session_recovery.ts`), then remounts every open session's
+   * view on its head (the last daemon's may show an older one, or none).
+   */
+  async recover(): Promise<void> {
+    const d = this.#d;
+    const done = await recoverOperations({
+      journal: d.journal,
+      store: d.store,
+      now: d.now,
+      log: d.log,
+      pause: d.op.pause,
+    });
+    for (const r of done) {
+      d.log.info(`restart: operation ${r.operation} ${r.from} -> ${r.to} (${r.action})`);
+    }
     for (const s of this.#j.listSessions()) await this.remount(s, this.#head(s).layers);
   }
 }

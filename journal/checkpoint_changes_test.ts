@@ -6,29 +6,32 @@ import { drained, startSession } from "./_checkpoint_testing.ts";
 const dir = scratchDir("checkpoint-changes");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
 
-Deno.test({ name: "operation changes: kept once, read back, survive a reopen", permissions }, () => {
-  const path = freshPath(dir);
-  {
+Deno.test(
+  { name: "operation changes: kept once, read back, survive a reopen", permissions },
+  () => {
+    const path = freshPath(dir);
+    {
+      using j = Journal.open(path);
+      const c = j.checkpoints;
+      startSession(c);
+      drained(c, "s1", "o1");
+      assert.equal(c.changesOf("o1"), null);
+      const paths = [{ path: "a.txt", change: "modified" }, { path: "b c", change: "deleted" }];
+      c.recordChanges("o1", { changed: 3, truncated: true, paths });
+      // The same operation again is a no-op: the first capture's list stays.
+      c.recordChanges("o1", { changed: 0, truncated: false, paths: [] });
+      assert.deepEqual(c.changesOf("o1"), { changed: 3, truncated: true, paths });
+      assert.throws(
+        () => c.recordChanges("nope", { changed: 0, truncated: false, paths: [] }),
+        Deno.errors.NotFound,
+      );
+      assert.throws(
+        () => c.recordChanges("o1", { changed: 1, truncated: false, paths }),
+        TypeError,
+        "more paths than the count",
+      );
+    }
     using j = Journal.open(path);
-    const c = j.checkpoints;
-    startSession(c);
-    drained(c, "s1", "o1");
-    assert.equal(c.changesOf("o1"), null);
-    const paths = [{ path: "a.txt", change: "modified" }, { path: "b c", change: "deleted" }];
-    c.recordChanges("o1", { changed: 3, truncated: true, paths });
-    // The same operation again is a no-op: the first capture's list stays.
-    c.recordChanges("o1", { changed: 0, truncated: false, paths: [] });
-    assert.deepEqual(c.changesOf("o1"), { changed: 3, truncated: true, paths });
-    assert.throws(
-      () => c.recordChanges("nope", { changed: 0, truncated: false, paths: [] }),
-      Deno.errors.NotFound,
-    );
-    assert.throws(
-      () => c.recordChanges("o1", { changed: 1, truncated: false, paths }),
-      TypeError,
-      "more paths than the count",
-    );
-  }
-  using j = Journal.open(path);
-  assert.equal(j.checkpoints.changesOf("o1")?.changed, 3);
-});
+    assert.equal(j.checkpoints.changesOf("o1")?.changed, 3);
+  },
+);

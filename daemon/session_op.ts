@@ -122,8 +122,13 @@ export async function runOperation(
     });
   } catch (error) {
     if (error instanceof Deno.errors.Busy) {
-      throw new RequestError(1, `${error.message}; wait for it to end`);
+      throw new RequestError(
+        1,
+        `session ${s.name} is running another operation (one at a time): wait for it to end, ` +
+          `then try again; nothing ran`,
+      );
     }
+    if (error instanceof Deno.errors.NotFound) throw new RequestError(2, error.message);
     throw error;
   }
   if (rec.kind === "stale") {

@@ -250,7 +250,11 @@ export class Sessions {
       this.#j.removeSession(s.id, this.#d.now());
     } catch (error) {
       if (error instanceof Deno.errors.Busy) {
-        throw new RequestError(1, `${error.message}; wait for it to end, then try again`);
+        throw new RequestError(
+          1,
+          `session ${name} is running an operation: wait for it to end, then try again; ` +
+            `nothing was removed`,
+        );
       }
       throw error;
     }

@@ -211,8 +211,8 @@ export interface ShellView {
   readonly fork: string;
   /**
    * `<root>/.marsh/split/<id>/.admin/<label>` for a split of a Git project,
-   * else `null`; with `null`, the user's own `<root>/.git`, when there is one,
-   * is bound read-only at its place (an operation's view).
+   * else `null`; with `null` and an operation's fork, the user's own
+   * `<root>/.git`, when there is one, is bound read-only at its place.
    */
   readonly admin: string | null;
   /** The object dirs the admin dir's alternates name, as real paths. */

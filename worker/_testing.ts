@@ -7,7 +7,12 @@
  */
 
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
-import { type LaunchRequest, parseWorkerEvent, type ShellWorkerEvent } from "../protocol/worker.ts";
+import {
+  type LaunchRequest,
+  parseWorkerEvent,
+  type ShellWorkerEvent,
+  type StdioFifos,
+} from "../protocol/worker.ts";
 import { FORCE_SUBREAPER_ENV, workerFlags } from "../protocol/entrypoints.ts";
 
 const root = new URL("../", import.meta.url).pathname;
@@ -191,4 +196,92 @@ export async function alive(pid: number): Promise<boolean> {
   const out = await new Deno.Command("ps", { args: ["-o", "stat=", "-p", String(pid)] }).output();
   const stat = new TextDecoder().decode(out.stdout).trim();
   return out.success && stat !== "" && !stat.startsWith("Z");
+}
+
+/** An operation's FIFOs as the CLI makes them: `<control>/io/<id>/{in,out,err}`, `mkfifo -m 600`. */
+export function makeFifos(control: string, id: string): StdioFifos {
+  const dir = `${control}/io/${id}`;
+  Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const fifos = { stdin: `${dir}/in`, stdout: `${dir}/out`, stderr: `${dir}/err` };
+  const r = new Deno.Command("mkfifo", { args: ["-m", "600", ...Object.values(fifos)] })
+    .outputSync();
+  if (!r.success) throw new Error(`mkfifo: ${new TextDecoder().decode(r.stderr)}`);
+  return fifos;
+}
+
+/** What the CLI's side of an operation's FIFOs got. */
+export interface CliSide {
+  readonly stdout: Uint8Array;
+  readonly stderr: Uint8Array;
+  /** Bytes of the input written before the branch stopped reading (EPIPE). */
+  readonly written: number;
+}
+
+/** How {@linkcode cliSide} behaves. */
+export interface CliOptions {
+  /** Open one FIFO after another in this order, each awaited (default: all three at once). */
+  readonly order?: readonly ("stdin" | "stdout" | "stderr")[];
+  /** Wait this long before opening anything. */
+  readonly delayMs?: number;
+  /** Read at most this many bytes of stdout, then close it. */
+  readonly stdoutUpTo?: number;
+}
+
+/**
+ * The CLI's side of an operation (docs/checkpoints.md "An operation"): opens
+ * the three FIFOs, writes `input` to stdin and closes it, and reads stdout
+ * and stderr to their end.
+ */
+export async function cliSide(
+  fifos: StdioFifos,
+  input: Uint8Array,
+  opts: CliOptions = {},
+): Promise<CliSide> {
+  if (opts.delayMs) await new Promise((r) => setTimeout(r, opts.delayMs));
+  const open = (k: "stdin" | "stdout" | "stderr") =>
+    Deno.open(fifos[k], k === "stdin" ? { write: true } : { read: true });
+  const files: Partial<Record<"stdin" | "stdout" | "stderr", Deno.FsFile>> = {};
+  if (opts.order) {
+    for (const k of opts.order) files[k] = await open(k);
+  } else {
+    const [i, o, e] = await Promise.all([open("stdin"), open("stdout"), open("stderr")]);
+    Object.assign(files, { stdin: i, stdout: o, stderr: e });
+  }
+  const write = async () => {
+    const f = files.stdin!;
+    let off = 0;
+    try {
+      while (off < input.length) off += await f.write(input.subarray(off));
+    } catch (error) {
+      if (!(error instanceof Deno.errors.BrokenPipe)) throw error;
+    } finally {
+      f.close();
+    }
+    return off;
+  };
+  const readAll = async (f: Deno.FsFile, upTo = Infinity) => {
+    const chunks: Uint8Array[] = [];
+    let n = 0;
+    const buf = new Uint8Array(65536);
+    try {
+      while (n < upTo) {
+        const got = await f.read(buf.subarray(0, Math.min(buf.length, upTo - n)));
+        if (got === null) break;
+        chunks.push(buf.slice(0, got));
+        n += got;
+      }
+    } finally {
+      f.close();
+    }
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (const c of chunks) (out.set(c, at), at += c.length);
+    return out;
+  };
+  const [written, stdout, stderr] = await Promise.all([
+    write(),
+    readAll(files.stdout!, opts.stdoutUpTo),
+    readAll(files.stderr!),
+  ]);
+  return { stdout, stderr, written };
 }

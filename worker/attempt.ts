@@ -1,15 +1,15 @@
 /**
- * One shell-branch attempt from launch to its last event: the output files,
- * the supervisor, the output budget, cancellation, and the rule that
- * `settled` comes only once every process is gone and the files are closed.
+ * One shell-branch or operation attempt from launch to its last event: the
+ * output files (or the supervisor's relay to an operation's FIFOs), the
+ * supervisor, the output budget, cancellation, and the rule that `settled`
+ * comes only once every process is gone and the files (FIFOs) are closed.
  *
  * @module
  */
 
 import {
   boundMessage,
-  type FileStdio,
-  type LaunchBase,
+  FIFO_OPEN_MS,
   type LaunchRequest,
   type Mechanism,
   type WorkerEvent,
@@ -30,10 +30,12 @@ export interface AttemptOptions {
   readonly perl?: string;
   /** Notes that change no attempt's state (the daemon's log). */
   readonly log?: (message: string) => void;
+  /** How long an operation's FIFOs wait for their peers; default `FIFO_OPEN_MS`. */
+  readonly fifoOpenMs?: number;
 }
 
-/** A shell branch's launch. */
-type ShellLaunch = LaunchBase & { readonly script: string } & FileStdio;
+/** Where an attempt's stdout and stderr go: files the worker writes, or the supervisor's relay. */
+type Sink = { readonly out: Deno.FsFile; readonly err: Deno.FsFile; readonly limit: number } | null;
 
 function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -48,6 +50,8 @@ export class Attempt {
   #supervisor: Supervisor | null = null;
   #launched: { mechanism: Mechanism; cgroup: string | null } | null = null;
   #settled = false;
+  /** With FIFOs: the bytes the stdout and stderr readers got, from the supervisor. */
+  #relayed: readonly [number, number] = [0, 0];
   #failure: string | null = null;
   /** When `bash` exited (Unix ms): what lingers after it lingers since then. */
   #exitedAt: number | null = null;
@@ -119,8 +123,8 @@ export class Attempt {
   }
 
   async #run(req: LaunchRequest): Promise<void> {
-    if (req.argv !== undefined || req.stdio !== undefined) {
-      this.#fail("this worker does not run operations (argv, stdio) yet");
+    if (req.stdio !== undefined) {
+      await this.#supervise(req, null);
       return;
     }
     const files: Deno.FsFile[] = [];
@@ -140,14 +144,14 @@ export class Attempt {
     }
     const [out, err] = files as [Deno.FsFile, Deno.FsFile];
     try {
-      await this.#supervise(req, out, err);
+      await this.#supervise(req, { out, err, limit: req.outputLimit ?? OUTPUT_LIMIT });
     } finally {
       out.close();
       err.close();
     }
   }
 
-  async #supervise(req: ShellLaunch, out: Deno.FsFile, err: Deno.FsFile): Promise<void> {
+  async #supervise(req: LaunchRequest, sink: Sink): Promise<void> {
     const supervisor = Supervisor.start(
       {
         mode: this.#opts.forceSubreaper ? "subreaper" : "auto",
@@ -155,8 +159,12 @@ export class Attempt {
         cwd: req.cwd,
         ...(req.namespace ? { namespace: req.namespace.pid } : {}),
         ...(req.view ? { view: viewSteps(req.view) } : {}),
-        stdin: req.stdin,
-        script: req.script,
+        stdin: req.stdin ?? null,
+        script: req.script ?? "",
+        ...(req.argv ? { argv: req.argv } : {}),
+        ...(req.stdio
+          ? { fifos: { ...req.stdio, waitMs: this.#opts.fifoOpenMs ?? FIFO_OPEN_MS } }
+          : {}),
         // The branch's socket is the daemon's to give, never the caller's.
         env: { ...filterEnv(req.env), ...(req.socket ? { MARSH_SOCK: req.socket } : {}) },
       },
@@ -164,23 +172,38 @@ export class Attempt {
       this.#opts.perl,
     );
     this.#supervisor = supervisor;
-    const budget = new OutputBudget(req.outputLimit ?? OUTPUT_LIMIT);
-    const onCrossed = (bytes: number) => {
-      this.#emit({ v: 1, t: "output-limit", attempt: this.id, bytes });
-      // Nothing more is kept; writers now get EPIPE rather than a full pipe.
-      supervisor.stdout.destroy();
-      supervisor.stderr.destroy();
-    };
-    const pumps = Promise.all([
-      pump(supervisor.stdout, out, budget, onCrossed),
-      pump(supervisor.stderr, err, budget, onCrossed),
-    ]);
+    let pumps: Promise<readonly number[]>;
+    if (sink === null) {
+      // The branch writes to the supervisor's relay; these carry only the
+      // supervisor's own complaints, and nobody asked for them.
+      supervisor.stdout.resume();
+      supervisor.stderr.resume();
+      pumps = Promise.resolve([]);
+    } else {
+      const budget = new OutputBudget(sink.limit);
+      const onCrossed = (bytes: number) => {
+        this.#emit({ v: 1, t: "output-limit", attempt: this.id, bytes });
+        // Nothing more is kept; writers now get EPIPE rather than a full pipe.
+        supervisor.stdout.destroy();
+        supervisor.stderr.destroy();
+      };
+      pumps = Promise.all([
+        pump(supervisor.stdout, sink.out, budget, onCrossed),
+        pump(supervisor.stderr, sink.err, budget, onCrossed),
+      ]);
+    }
     const exit = await supervisor.exit;
 
     if (this.#settled) {
       // Every process is gone, so every writer of the pipes is gone too.
-      const [stdoutBytes, stderrBytes] = await pumps;
-      this.#end({ v: 1, t: "settled", attempt: this.id, stdoutBytes, stderrBytes });
+      const [stdoutBytes, stderrBytes] = sink === null ? this.#relayed : await pumps;
+      this.#end({
+        v: 1,
+        t: "settled",
+        attempt: this.id,
+        stdoutBytes: stdoutBytes ?? 0,
+        stderrBytes: stderrBytes ?? 0,
+      });
       return;
     }
     supervisor.stdout.destroy();
@@ -249,6 +272,7 @@ export class Attempt {
         return;
       case "settled":
         this.#settled = true;
+        if (m.relayed) this.#relayed = m.relayed;
         if (!m.cgroupRemoved) {
           this.#opts.log?.(`attempt ${this.id}: cannot remove cgroup ${this.#launched?.cgroup}`);
         }

@@ -18,6 +18,13 @@
  * their consumer reads `$SPLIT_DIR`. The layers, `.trash` and everything
  * else of `.marsh` are absent.
  *
+ * A checkpoint operation's view (its fork is
+ * `<root>/.marsh/session/<name>/op/<op>/merged`, docs/checkpoints.md "An
+ * operation") differs: the user's own `<root>/.git`, when there is one, is
+ * bound read-only at its place (`git log`, `diff` and `status` work; a write
+ * fails), and `.marsh` holds only the `.gitignore`: no split dirs, no
+ * session dirs, no layers.
+ *
  * @module
  */
 
@@ -30,6 +37,7 @@ export function viewSteps(view: ShellView): ViewStep[] {
   const { root } = view;
   const marsh = `${root}/.marsh`;
   const splits = `${marsh}/split`;
+  const op = !view.fork.startsWith(`${splits}/`);
   const binds = forkBinds({
     fork: view.fork,
     forkTarget: root,
@@ -50,20 +58,26 @@ export function viewSteps(view: ShellView): ViewStep[] {
   // The fork over the root, then its gitfile over its own place there.
   const onRoot = binds.filter((b) => b.role === "fork" || b.role === "gitfile");
   steps.push(...onRoot.map(bind));
+  if (op && view.admin === null) {
+    // Opened before the fork covers the root, so it is the user's own.
+    steps.push({ step: "bind-ro-if", source: `${root}/.git`, target: `${root}/.git` });
+  }
   // A snapshot never holds .marsh, so the fork gets the (empty) mount point;
   // an empty directory adds nothing to a patch.
   steps.push(
     { step: "mkdir", source: "", target: marsh },
     { step: "tmpfs", source: "", target: marsh },
   );
-  if (view.admin !== null) {
+  if (view.admin !== null || op) {
     // Git in the view must not list .marsh as untracked, as on the host.
     steps.push({ step: "file", source: "*\n", target: `${marsh}/.gitignore` });
   }
-  steps.push(
-    { step: "mkdir", source: "", target: splits },
-    { step: "bind-ro", source: splits, target: splits },
-  );
+  if (!op) {
+    steps.push(
+      { step: "mkdir", source: "", target: splits },
+      { step: "bind-ro", source: splits, target: splits },
+    );
+  }
   for (const b of binds) {
     if (onRoot.includes(b)) continue;
     // The user's objects get a mount point in the tmpfs; the rest lie in .marsh/split.

@@ -335,3 +335,25 @@ Deno.test({
   assert.equal(Deno.readTextFileSync(`${sb.root}/a.txt`), "a\n");
   assert.equal(ws.capture("a").files, 1);
 });
+
+Deno.test({
+  name: "an operation's view: the user's .git read-only if there, .marsh with its .gitignore only",
+  permissions: "none",
+}, () => {
+  const steps = viewSteps({
+    root: "/p",
+    fork: "/p/.marsh/session/fix/op/o1/merged",
+    admin: null,
+    objectDirs: [],
+    control: "/c",
+  }).map((s) => `${s.step} ${s.source} ${s.target}`.replace("\n", "\\n"));
+  assert.deepEqual(steps, [
+    "bind-ro /c /c",
+    "bind /p/.marsh/session/fix/op/o1/merged /p",
+    "bind-ro-if /p/.git /p/.git",
+    "mkdir  /p/.marsh",
+    "tmpfs  /p/.marsh",
+    "file *\\n /p/.marsh/.gitignore",
+    "remount-ro  /p/.marsh",
+  ]);
+});

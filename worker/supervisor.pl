@@ -1,4 +1,5 @@
-# marsh: the supervisor of one shell-branch attempt (see worker/supervisor.ts).
+# marsh: the supervisor of one shell-branch or operation attempt (see
+# worker/supervisor.ts).
 #
 # The Deno worker cannot do this part itself: its runtime owns waitpid for
 # its children, it may not signal other processes without unscoped
@@ -13,7 +14,8 @@
 #         k   SIGKILL to every process of the attempt, until none is left
 #       End of file means the worker is gone: the supervisor then cancels by
 #       itself (SIGINT, 10 s, SIGKILL).
-# fd 1, 2: the branch's stdout and stderr pipes;
+# fd 1, 2: the branch's stdout and stderr pipes (with FIFOs, unused: the
+#       branch writes to pipes of the supervisor's, relayed to the FIFOs);
 # fd 3: status lines to the worker:
 #   launched PID MECHANISM [CGROUP]   bash is released to run
 #   exited code N | exited signal N   bash ended
@@ -21,7 +23,8 @@
 #                                     up to 16 by pid, each with its command
 #                                     line in hex (cut to 100 bytes); about a
 #                                     second after `exited`, then on a change
-#   settled 1|0                       every process is gone (cgroup removed?)
+#   settled 1|0 [OUT ERR]             every process is gone (cgroup removed?);
+#                                     with FIFOs, the bytes each reader got
 #   fail MESSAGE                      set-up failed; nothing ran
 #   warn MESSAGE                      a note; nothing changed
 # Commands come on a pipe rather than as signals so that nothing a branch
@@ -30,6 +33,7 @@
 use strict;
 
 my ($WNOHANG, $EINTR, $ECHILD, $EEXIST) = (1, 4, 10, 17);
+my ($ENXIO, $EAGAIN, $EACCES, $ENOEXEC, $F_GETFL, $F_SETFL, $O_NONBLOCK) = (6, 11, 13, 8, 3, 4, 0x800);
 my ($F_SETFD, $FD_CLOEXEC, $PR_SET_CHILD_SUBREAPER) = (2, 1, 36);
 my ($CLONE_INTO_CGROUP, $SIGCHLD) = (0x200000000, 17);
 my ($CLONE_NEWNS, $CLONE_NEWUSER, $ENOENT) = (0x20000, 0x10000000, 2);
@@ -79,8 +83,16 @@ my $cfg = read_exact($len + 0);
 defined $cfg or fail('the config ended early');
 my @f = split /\0/, $cfg, -1;
 pop @f;    # after the last terminator
-fail('bad config') unless @f >= 10 && $f[0] eq 'marsh-supervisor/3';
-my (undef, $mode, $attempt, $cg, $cwd, $ns, $stdin, $script, $nrs, $nops, @rest) = @f;
+fail('bad config') unless @f >= 15 && $f[0] eq 'marsh-supervisor/4';
+my (undef, $mode, $attempt, $cg, $cwd, $ns, $stdin, $script, $nrs, $fifo_in, $fifo_out, $fifo_err,
+  $fifo_ms, $nargv, @rest) = @f;
+# An operation's argv, exec'd as it is (no shell); none: bash -c $script.
+fail("bad argv length: $nargv") unless $nargv =~ /^\d{1,6}$/ && @rest > $nargv;
+my @argv = splice(@rest, 0, $nargv);
+my $nops = shift @rest;
+fail("bad FIFO wait: $fifo_ms") unless $fifo_ms =~ /^\d{1,7}$/;
+my $fifos = $fifo_in ne '';
+fail('bad FIFOs') if $fifos && ($fifo_out eq '' || $fifo_err eq '');
 fail("bad namespace pid: $ns") unless $ns eq '' || $ns =~ /^[1-9][0-9]{0,7}$/;
 my ($want_int, $want_kill) = (0, 0);
 fail("bad syscall numbers: $nrs") unless $nrs =~ /^\d+(?:,\d+){11}$/;
@@ -92,7 +104,7 @@ my @view = splice(@rest, 0, 3 * $nops);
 my @env = @rest;
 for (my $i = 0; $i < @view; $i += 3) {
   fail("bad view step: $view[$i]")
-    unless $view[$i] =~ /^(?:bind|bind-ro|mkdir|tmpfs|file|remount-ro)$/;
+    unless $view[$i] =~ /^(?:bind|bind-ro|bind-ro-if|mkdir|tmpfs|file|remount-ro)$/;
   fail("bad view target: $view[$i + 2]") unless $view[$i + 2] =~ m{^/};
 }
 
@@ -122,7 +134,7 @@ if ($mode eq 'adopt') {
 
 # The namespace is entered, the view built and $cwd entered by the child
 # (enter_branch), where the fork is mounted; here nothing is resolved.
-my @run = ('bash', 'bash', '-c', $script);
+my @run = @argv ? ($argv[0], @argv) : ('bash', 'bash', '-c', $script);
 my ($ns_user, $ns_mnt);
 if ($ns ne '') {
   # A gone namespace fails here, before anything runs.
@@ -130,8 +142,13 @@ if ($ns ne '') {
     or fail("cannot enter the namespace of process $ns: $!");
   open($ns_mnt, '<', "/proc/$ns/ns/mnt") or fail("cannot enter the namespace of process $ns: $!");
 }
-my $in;
-if ($stdin eq '') {
+my ($in, $child_out, $child_err);
+# With FIFOs: [source, destination, buffer, name, bytes delivered] for
+# stdin (FIFO to the branch's pipe), stdout and stderr (pipes to FIFOs).
+my @relays;
+if ($fifos) {
+  $in = open_fifos();
+} elsif ($stdin eq '') {
   open($in, '<', '/dev/null') or fail("cannot open /dev/null: $!");
 } else {
   open($in, '<', $stdin) or fail("cannot open the spool $stdin: $!");
@@ -200,18 +217,26 @@ if ($pid == 0) {
   setpgrp(0, 0);    # its own process group, so `kill 0` cannot reach the supervisor
   open(STDIN, '<&', $in) or exit 127;    # replaces the command pipe
   close($in);
+  if ($fifos) {
+    open(STDOUT, '>&', $child_out) or exit 127;
+    open(STDERR, '>&', $child_err) or exit 127;
+    close($_) for $child_out, $child_err;
+  }
   %ENV = ();
   for my $kv (@env) {
     my ($k, $v) = split /=/, $kv, 2;
     $ENV{$k} = $v;
   }
   { exec { $run[0] } @run[1 .. $#run]; }
+  my $errno = $! + 0;
   print STDERR "marsh: cannot run $run[1]: $!\n";
-  exit 127;
+  # As a shell says it: found but not runnable 126, else 127.
+  exit(($errno == $EACCES || $errno == $ENOEXEC) ? 126 : 127);
 }
 syscall($SYS_rt_sigprocmask, 1, $HANDED, 0, 8);    # pending ones are ignored here
 close($go_r);
 close($in);
+close($_) for grep { defined } $child_out, $child_err;
 close($ready_w);
 close($_) for grep { defined } $ns_user, $ns_mnt;
 my $ready = '';
@@ -284,11 +309,33 @@ sub build_view {
   my $slash = '/';
   syscall($SYS_mount, 0, $slash, 0, $MS_REC | $MS_PRIVATE, 0) == 0
     or return "cannot make / private: $!";
-  my %src;
+  my (%src, %repo_of);
   for (my $i = 0; $i < @view; $i += 3) {
     my ($step, $source) = @view[$i, $i + 1];
-    next unless $step eq 'bind' || $step eq 'bind-ro';
+    next unless $step eq 'bind' || $step eq 'bind-ro' || $step eq 'bind-ro-if';
     next if exists $src{$source};
+    if ($step eq 'bind-ro-if') {
+      # Bound if it is there (the user's .git of a Git project), as a
+      # directory or a file, never through a symlink.
+      if (!lstat($source)) {
+        return "cannot look at $source: $!" unless ($! + 0) == $ENOENT;
+        $src{$source} = undef;
+        next;
+      }
+      return "$source is a symlink" if -l _;
+      return "$source is neither a directory nor a file" unless -d _ || -f _;
+      if (-f _) {
+        # A worktree's gitfile: the repository it names is outside the
+        # project, and is made read-only at its own place too.
+        my ($repo, $why) = git_common_dir($source);
+        return $why if defined $why;
+        sysopen(my $fh, $repo, $O_PATH | $O_CLOEXEC) or return "cannot open $repo: $!";
+        my $fd = '/proc/self/fd/' . fileno($fh);
+        my $at = readlink($fd);
+        return "cannot resolve $repo" unless defined $at && $at =~ m{^/};
+        $repo_of{$source} = [$fh, $fd, $at];
+      }
+    }
     sysopen(my $fh, $source, $O_PATH | $O_CLOEXEC | $O_NOFOLLOW)
       or return "cannot open $source: $!";
     my $fd = '/proc/self/fd/' . fileno($fh);
@@ -299,6 +346,27 @@ sub build_view {
   }
   for (my $i = 0; $i < @view; $i += 3) {
     my ($step, $source, $target) = @view[$i .. $i + 2];
+    if ($step eq 'bind-ro-if') {
+      next unless defined $src{$source};
+      # Its mount point, made where the fork is now (docs/containment.md).
+      if (-d $src{$source}[0]) {
+        my $why = mkdirs($target);
+        return $why if defined $why;
+      } elsif (!-e $target) {
+        open(my $f, '>', $target) or return "cannot make $target: $!";
+        close($f);
+      }
+      my $top = substr($target, 0, rindex($target, '/'));
+      my $repo = $repo_of{$source};
+      # One inside the project would be the fork's now, not the user's.
+      if ($repo && index("$repo->[2]/", "$top/") != 0) {
+        my ($fd, $at) = @$repo[1, 2];
+        syscall($SYS_mount, $fd, $at, 0, $MS_BIND, 0) == 0 or return "cannot bind $at: $!";
+        my $why = remount_ro($at);
+        return $why if defined $why;
+      }
+      $step = 'bind-ro';
+    }
     if ($step eq 'bind' || $step eq 'bind-ro') {
       # Not MS_REC: nothing mounted below a source is carried in.
       my $from = $src{$source}[1];
@@ -325,7 +393,7 @@ sub build_view {
       return $why if defined $why;
     }
   }
-  close($_->[0]) for values %src;
+  close($_->[0]) for grep { defined } values %src, values %repo_of;
   # The bounding set limits what exec gives a root process; the inheritable
   # and ambient sets must not hand CAP_SYS_ADMIN back either.
   syscall($SYS_prctl, $PR_CAP_AMBIENT, $PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0
@@ -340,6 +408,29 @@ sub build_view {
   syscall($SYS_prctl, $PR_CAPBSET_DROP, $CAP_SYS_ADMIN, 0, 0, 0) == 0
     or return "cannot drop CAP_SYS_ADMIN: $!";
   return undef;
+}
+
+# The repository a worktree's gitfile names: its `gitdir:`, or the common
+# dir that one names. Returns (path) or (undef, why).
+sub git_common_dir {
+  my ($gitfile) = @_;
+  my $line = read_line($gitfile);
+  return (undef, "$gitfile is not a gitfile") unless defined $line && $line =~ /^gitdir: (.+)$/;
+  my $dir = $1;
+  $dir = substr($gitfile, 0, rindex($gitfile, '/')) . "/$dir" unless $dir =~ m{^/};
+  my $common = read_line("$dir/commondir");
+  $dir = $common =~ m{^/} ? $common : "$dir/$common" if defined $common && $common ne '';
+  return ($dir);
+}
+
+# The first line of a file without its line end, or undef.
+sub read_line {
+  my ($path) = @_;
+  open(my $f, '<', $path) or return undef;
+  my $line = <$f>;
+  close($f);
+  $line =~ s/\r?\n\z// if defined $line;
+  return $line;
 }
 
 # Makes the mount at $target read-only, keeping the flags it has: where the
@@ -369,6 +460,110 @@ sub mkdirs {
     mkdir($path, 0755) or return "cannot make $path: $!";
   }
   return undef;
+}
+
+# An operation's FIFOs (protocol/worker.ts StdioFifos), opened without
+# waiting on one before another, since the caller may open its ends in any
+# order: stdin for reading at once (a FIFO's reader never waits), which lets
+# the caller's writer open whenever it comes; stdout and stderr for writing
+# as soon as a reader is there, tried every 20 ms until $fifo_ms. Returns the
+# read end of the branch's stdin pipe; sets up @relays.
+sub open_fifos {
+  my $deadline = uptime() + $fifo_ms / 1000;
+  my $flags = $O_NONBLOCK | $O_NOFOLLOW | $O_CLOEXEC;
+  sysopen(my $fin, $fifo_in, $flags) or fail("cannot open the stdin FIFO $fifo_in: $!");
+  -p $fin or fail("$fifo_in is not a FIFO");
+  my %out = (stdout => [$fifo_out, undef], stderr => [$fifo_err, undef]);
+  for (;;) {
+    for my $name (sort keys %out) {
+      my $o = $out{$name};
+      next if defined $o->[1];
+      if (sysopen(my $fh, $o->[0], 1 | $flags)) {
+        -p $fh or fail("$o->[0] is not a FIFO");
+        $o->[1] = $fh;
+      } elsif (($! + 0) != $ENXIO) {
+        fail("cannot open the $name FIFO $o->[0]: $!");
+      }
+    }
+    my @waiting = grep { !defined $out{$_}[1] } sort keys %out;
+    last unless @waiting;
+    if (uptime() >= $deadline) {
+      my $w = $waiting[0];
+      fail("nothing opened the $w FIFO $out{$w}[0] for reading within "
+          . ($fifo_ms / 1000)
+          . ' s: the command that made it is gone or stuck; nothing was run');
+    }
+    select(undef, undef, undef, 0.02);
+  }
+  pipe(my $in_r, my $in_w) or fail("pipe: $!");
+  pipe(my $out_r, $child_out) or fail("pipe: $!");
+  pipe(my $err_r, $child_err) or fail("pipe: $!");
+  for my $fh ($in_w, $out_r, $err_r) {
+    my $fl = fcntl($fh, $F_GETFL, 0);
+    defined $fl && fcntl($fh, $F_SETFL, $fl | $O_NONBLOCK) or fail("cannot make a pipe non-blocking: $!");
+  }
+  @relays = (
+    [$fin, $in_w, '', 'stdin', 0],
+    [$out_r, $out{stdout}[1], '', 'stdout', 0],
+    [$err_r, $out{stderr}[1], '', 'stderr', 0],
+  );
+  return $in_r;
+}
+
+# Which relay descriptors select waits on: a source when its buffer is empty,
+# a destination when its buffer is not.
+sub relay_wants {
+  my ($rin, $win) = @_;
+  for my $r (@relays) {
+    my ($src, $dst, $buf) = @$r;
+    vec($$rin, fileno($src), 1) = 1 if defined $src && $buf eq '';
+    vec($$win, fileno($dst), 1) = 1 if defined $dst && $buf ne '';
+  }
+}
+
+# Moves what select found ready. A reader gone (EPIPE) loses the rest of its
+# stream, read and dropped so the branch never blocks on it; the branch is
+# not stopped for it. A source's end closes its destination once flushed.
+sub relay_move {
+  my ($rout) = @_;
+  for my $r (@relays) {
+    if (defined $r->[0] && $r->[2] eq '' && vec($rout, fileno($r->[0]), 1)) {
+      my $got = sysread($r->[0], my $chunk, 65536);
+      if ($got) {
+        $r->[2] = $chunk if defined $r->[1];
+      } elsif (defined $got || (($! + 0) != $EAGAIN && ($! + 0) != $EINTR)) {
+        close($r->[0]);
+        $r->[0] = undef;
+      }
+    }
+    if (defined $r->[1] && $r->[2] ne '') {
+      my $n = syswrite($r->[1], $r->[2]);
+      if (defined $n) {
+        substr($r->[2], 0, $n, '');
+        $r->[4] += $n;
+      } elsif (($! + 0) != $EAGAIN && ($! + 0) != $EINTR) {
+        relay_drop($r);
+        # Nothing reads the branch's stdin any more: its writer learns so.
+        relay_close($r) if $r->[3] eq 'stdin';
+      }
+    }
+    relay_drop($r) if !defined $r->[0] && $r->[2] eq '';
+  }
+}
+
+# Drops a relay's destination and what it had not delivered.
+sub relay_drop {
+  my ($r) = @_;
+  close($r->[1]) if defined $r->[1];
+  $r->[1] = undef;
+  $r->[2] = '';
+}
+
+sub relay_close {
+  my ($r) = @_;
+  relay_drop($r);
+  close($r->[0]) if defined $r->[0];
+  $r->[0] = undef;
 }
 
 sub supervise {
@@ -412,13 +607,22 @@ sub supervise {
       kill('KILL', @pids) if @pids;
     }
     my $populated = $events ? populated() : 0;
-    last if !$children && !$populated;
+    if (!$children && !$populated) {
+      last unless @relays;
+      # Nobody is left to read stdin; the output pipes end once drained. A
+      # cancel stops waiting on a reader that does not read.
+      relay_close($relays[0]);
+      if ($killing) { relay_close($_) for @relays }
+      last unless grep { defined $_->[0] || defined $_->[1] } @relays;
+    }
 
-    my ($rin, $ein) = ('', '');
+    my ($rin, $win, $ein) = ('', '', '');
     vec($rin, 0, 1) = 1 unless $worker_gone;
     vec($ein, fileno($events), 1) = 1 if $events;
+    relay_wants(\$rin, \$win) if @relays;
     # The timeout bounds the race of a SIGCHLD just before select.
-    my $n = select($rin, undef, $ein, 0.05);
+    my $n = select($rin, $win, $ein, 0.05);
+    relay_move($n > 0 ? $rin : '') if @relays;
     if ($n > 0 && !$worker_gone && vec($rin, 0, 1)) {
       my $got = sysread(STDIN, my $cmds, 64);
       if ($got) {
@@ -433,7 +637,7 @@ sub supervise {
   }
   my $removed = 1;
   $removed = rmdir_cgroup($cg) ? 1 : 0 if $cg ne '';
-  report('settled', $removed);
+  report('settled', $removed, @relays ? ($relays[1][4], $relays[2][4]) : ());
   exit 0;
 }
 

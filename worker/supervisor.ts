@@ -26,7 +26,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { constants } from "node:os";
 import { Readable } from "node:stream";
-import { MAX_LINGERING, type Mechanism, type ProcessInfo } from "../protocol/worker.ts";
+import {
+  MAX_LINGERING,
+  type Mechanism,
+  type ProcessInfo,
+  type StdioFifos,
+} from "../protocol/worker.ts";
 
 /** What the supervisor is asked to do. */
 export interface SupervisorConfig {
@@ -49,8 +54,17 @@ export interface SupervisorConfig {
    * its bounding set. Absent or empty: the mount namespace it is in.
    */
   readonly view?: readonly ViewStep[];
+  /** The spool file; `null`: `/dev/null` (or {@linkcode fifos}'s stdin). */
   readonly stdin: string | null;
+  /** Run as `bash -c script` unless {@linkcode argv} is given. */
   readonly script: string;
+  /** An operation's command, exec'd as it is (`argv[0]` looked up in the branch's `PATH`). */
+  readonly argv?: readonly string[];
+  /**
+   * An operation's FIFOs (`protocol/worker.ts` `StdioFifos`), relayed by the
+   * supervisor; `waitMs` bounds the wait for the caller to open its ends.
+   */
+  readonly fifos?: StdioFifos & { readonly waitMs: number };
   /** Already filtered. */
   readonly env: Readonly<Record<string, string>>;
 }
@@ -61,13 +75,15 @@ export interface SupervisorConfig {
  *
  * - `bind`, `bind-ro`: a non-recursive bind of `source` at `target`
  *   (read-only: then remounted read-only);
+ * - `bind-ro-if`: `bind-ro` when `source` exists (a directory or a file,
+ *   not a symlink), after making its mount point at `target`; else nothing;
  * - `mkdir`: `target` and its parents as directories (a symlink refuses);
  * - `tmpfs`: a small `nosuid,nodev,noexec` tmpfs at `target`;
  * - `file`: a new file `target` holding `source`;
  * - `remount-ro`: the mount at `target` made read-only.
  */
 export interface ViewStep {
-  readonly step: "bind" | "bind-ro" | "mkdir" | "tmpfs" | "file" | "remount-ro";
+  readonly step: "bind" | "bind-ro" | "bind-ro-if" | "mkdir" | "tmpfs" | "file" | "remount-ro";
   /** The bind source, or a `file`'s text; `""` for the others. */
   readonly source: string;
   readonly target: string;
@@ -91,7 +107,12 @@ export type SupervisorMessage =
     readonly total: number;
     readonly processes: readonly ProcessInfo[];
   }
-  | { readonly kind: "settled"; readonly cgroupRemoved: boolean }
+  | {
+    readonly kind: "settled";
+    readonly cgroupRemoved: boolean;
+    /** With FIFOs: the bytes the stdout and stderr readers got. */
+    readonly relayed?: readonly [number, number];
+  }
   | { readonly kind: "fail"; readonly message: string }
   | { readonly kind: "warn"; readonly message: string };
 
@@ -126,11 +147,12 @@ export function encodeConfig(cfg: SupervisorConfig): Uint8Array {
     throw new SupervisorError(`no syscall numbers for ${Deno.build.arch}`);
   }
   const view = cfg.view ?? [];
+  const argv = cfg.argv ?? [];
   if (view.length > MAX_VIEW_STEPS) {
     throw new SupervisorError(`a view of ${view.length} steps (at most ${MAX_VIEW_STEPS})`);
   }
   const fields = [
-    "marsh-supervisor/3",
+    "marsh-supervisor/4",
     cfg.mode,
     cfg.attempt,
     cfg.cgroup ?? "",
@@ -139,6 +161,12 @@ export function encodeConfig(cfg: SupervisorConfig): Uint8Array {
     cfg.stdin ?? "",
     cfg.script,
     nrs,
+    cfg.fifos?.stdin ?? "",
+    cfg.fifos?.stdout ?? "",
+    cfg.fifos?.stderr ?? "",
+    String(cfg.fifos?.waitMs ?? 0),
+    String(argv.length),
+    ...argv,
     String(view.length),
     ...view.flatMap((v) => [v.step, v.source, v.target]),
     ...Object.entries(cfg.env).map(([k, v]) => `${k}=${v}`),
@@ -211,9 +239,15 @@ export function parseSupervisorLine(line: string): SupervisorMessage {
       if (processes.length !== listed) break;
       return { kind: "lingering", total, processes };
     }
-    case "settled":
-      if (rest !== "0" && rest !== "1") break;
-      return { kind: "settled", cgroupRemoved: rest === "1" };
+    case "settled": {
+      const m = /^([01])(?: (\d{1,16}) (\d{1,16}))?$/.exec(rest);
+      if (!m) break;
+      return {
+        kind: "settled",
+        cgroupRemoved: m[1] === "1",
+        ...(m[2] === undefined ? {} : { relayed: [Number(m[2]), Number(m[3])] as const }),
+      };
+    }
     case "fail":
     case "warn":
       return { kind: word, message: rest };

@@ -21,6 +21,11 @@ Deno.test({ name: "supervisor lines parse to messages", permissions: "none" }, (
     signal: "SIGKILL",
   });
   assert.deepEqual(parseSupervisorLine("settled 0"), { kind: "settled", cgroupRemoved: false });
+  assert.deepEqual(parseSupervisorLine("settled 1 2097152 0"), {
+    kind: "settled",
+    cgroupRemoved: true,
+    relayed: [2097152, 0],
+  });
   // "sleep 1000", and a command line with a newline and a tab in it.
   assert.deepEqual(parseSupervisorLine("lingering 3 41 736c6565702031303030 7 610a0962"), {
     kind: "lingering",
@@ -41,6 +46,8 @@ Deno.test({ name: "supervisor lines parse to messages", permissions: "none" }, (
       "exited code",
       "exited code 1000",
       "settled 2",
+      "settled 1 5",
+      "settled 1 5 x",
       "lingering",
       "lingering 0",
       "lingering 1",
@@ -82,7 +89,7 @@ Deno.test({
   const fields = body.split("\0");
   assert.equal(fields.pop(), "");
   assert.deepEqual(fields.slice(0, 8), [
-    "marsh-supervisor/3",
+    "marsh-supervisor/4",
     "auto",
     "a",
     "",
@@ -91,8 +98,9 @@ Deno.test({
     "",
     "echo 'x=y'",
   ]);
-  assert.equal(fields[9], "0", "no view steps");
-  assert.deepEqual(fields.slice(10), ["A=1=2", "B="]);
+  assert.deepEqual(fields.slice(9, 14), ["", "", "", "0", "0"], "no FIFOs, no argv");
+  assert.equal(fields[14], "0", "no view steps");
+  assert.deepEqual(fields.slice(15), ["A=1=2", "B="]);
   const inNs = new TextDecoder().decode(encodeConfig({
     mode: "auto",
     attempt: "a",
@@ -116,7 +124,7 @@ Deno.test({
       { step: "tmpfs", source: "", target: "/p/.marsh" },
     ],
   }));
-  assert.deepEqual(viewed.slice(viewed.indexOf("\n") + 1).split("\0").slice(9, -1), [
+  assert.deepEqual(viewed.slice(viewed.indexOf("\n") + 1).split("\0").slice(14, -1), [
     "2",
     "bind",
     "/p/.marsh/split/s/a",
@@ -126,9 +134,46 @@ Deno.test({
     "/p/.marsh",
     "A=1",
   ]);
+  // An operation: its FIFOs and their wait, then argv's count and elements, before the view.
+  const op = new TextDecoder().decode(encodeConfig({
+    mode: "auto",
+    attempt: "a",
+    cwd: "/p",
+    stdin: null,
+    script: "",
+    argv: ["printf", "%s\n", "a b", ""],
+    fifos: { stdin: "/c/io/1/in", stdout: "/c/io/1/out", stderr: "/c/io/1/err", waitMs: 10_000 },
+    env: { A: "1" },
+  }));
+  assert.deepEqual(op.slice(op.indexOf("\n") + 1).split("\0").slice(9, -1), [
+    "/c/io/1/in",
+    "/c/io/1/out",
+    "/c/io/1/err",
+    "10000",
+    "4",
+    "printf",
+    "%s\n",
+    "a b",
+    "",
+    "0",
+    "A=1",
+  ]);
   assert.throws(
     () =>
       encodeConfig({ mode: "auto", attempt: "a", cwd: "/f", stdin: null, script: "\0", env: {} }),
+    SupervisorError,
+  );
+  assert.throws(
+    () =>
+      encodeConfig({
+        mode: "auto",
+        attempt: "a",
+        cwd: "/f",
+        stdin: null,
+        script: "",
+        argv: ["a\0"],
+        env: {},
+      }),
     SupervisorError,
   );
 });

@@ -19,7 +19,7 @@ import { projectIgnore, snapshotProject } from "../workspace/project_snapshot.ts
 import { captureUpper } from "./op_capture.ts";
 import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
-import { SessionPlace, unmountUnder, UPPER } from "./session_dir.ts";
+import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
 import { MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
@@ -171,6 +171,9 @@ function captureOp(
     );
   }
   unmountOp(place, op);
+  // Overlay links each whiteout to one shared inode in its work dir: removing
+  // that dir later would change the whiteouts' link count and ctime under the seal.
+  dir.removeTree(WORK);
   using upper = dir.openDir(UPPER);
   const c = captureUpper(upper, head, place.mode());
   if (!c.changed) return { v: 1, t: "op-captured", kind: "no-change", rootId };

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { fingerprintDiff, mountsBelow } from "../_testing.ts";
 import { changedReply, sessionWorld, viewPrint } from "./_session_testing.ts";
 import type {
+  LayerCheckedReply,
   OpCapturedReply,
   OpPreparedReply,
   OpSealedReply,
@@ -181,6 +182,14 @@ for (const c of CASES) {
     assert.deepEqual(fingerprintDiff(want, got), []);
     assert.equal(await w.gitTree(view), ch.rootId);
     await w.call({ t: "op-drop", ...at, op: "o1" });
+    // Read back by id and root id, its data checked against its seal after the op dir went.
+    const checked = await w.call<LayerCheckedReply>({
+      t: "layer-check",
+      root: w.root,
+      layer: ch.layer,
+      rootId: ch.rootId,
+    });
+    assert.deepEqual(checked, { v: 1, t: "layer-checked", state: "durable" });
     await w.call({ t: "session-close", ...at });
     assert.deepEqual(mountsBelow(w.sb.top), []);
   });

@@ -65,6 +65,8 @@ export function sealOp(
     );
   }
   unmountOp(place, op);
+  // The whiteouts' shared inode goes before the seal records their link count and ctime.
+  dir.removeTree(WORK);
   const head = store.stackOf(layers);
   if (dir.statAt(STAGED)?.kind === "dir") {
     let sealed: boolean;

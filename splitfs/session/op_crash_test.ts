@@ -24,8 +24,8 @@ Deno.test("op-seal killed with SIGKILL at any point: the layer is absent or dura
     await using svc = SplitfsService.start();
     const fs = new SessionFs(svc);
     if (round === 0) await fs.open(at, false);
-    const view = await fs.mountView(at, (await headOf(fs, at)).layers);
-    const head = await headOf(fs, at);
+    const view = await fs.mountView(at, headOf(at).layers);
+    const head = headOf(at);
     const op = `o${round}`;
     const prep = await fs.prepareOp(at, op, head.layers);
     // Enough files that the seal takes a while: its records, its index, two syncfs.
@@ -74,10 +74,7 @@ Deno.test("op-seal killed with SIGKILL at any point: the layer is absent or dura
 });
 
 /** The stack the session's view pins now. */
-async function headOf(
-  _fs: SessionFs,
-  at: { root: string; name: string },
-): Promise<{ layers: string[]; rootId: string }> {
+function headOf(at: { root: string; name: string }): { layers: string[]; rootId: string } {
   const layers = Deno.readTextFileSync(`${at.root}/.marsh/session/${at.name}/layers`).split("\n")
     .filter((l) => l !== "");
   const top = layers[layers.length - 1]!;

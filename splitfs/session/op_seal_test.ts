@@ -313,3 +313,26 @@ Deno.test("op-seal finishes a seal a crash left staged: sealed before its rename
   await w.call({ t: "session-close", ...at });
   assert.deepEqual(mountsBelow(w.sb.top), []);
 });
+
+Deno.test("two sessions seal sibling layers on one parent stack and each view shows its own", async () => {
+  using w = await sessionWorld({ "a": "1\n" });
+  const s = await open(w, "s");
+  const t = await open(w, "t");
+  // Nothing changed between the two snapshots: one stack, shared.
+  assert.deepEqual(t.layers, s.layers);
+  const fromS = await op(w, "s", "o1", s, "echo from-s > a");
+  const fromT = await op(w, "t", "o1", t, "echo from-t > a; echo t > t.txt");
+  assert.notEqual(fromS.layer, fromT.layer);
+  assert.notEqual(fromS.rootId, fromT.rootId);
+  await w.call({ t: "view-mount", root: w.root, name: "s", layers: fromS.layers });
+  await w.call({ t: "view-mount", root: w.root, name: "t", layers: fromT.layers });
+  assert.equal(Deno.readTextFileSync(`${w.root}/.marsh/session/s/view/a`), "from-s\n");
+  assert.equal(Deno.readTextFileSync(`${w.root}/.marsh/session/t/view/a`), "from-t\n");
+  assert.equal(await w.gitTree(`${w.root}/.marsh/session/s/view`), fromS.rootId);
+  assert.equal(await w.gitTree(`${w.root}/.marsh/session/t/view`), fromT.rootId);
+  await w.call({ t: "session-close", root: w.root, name: "s" });
+  // Closing one leaves the other mounted and whole.
+  assert.equal(Deno.readTextFileSync(`${w.root}/.marsh/session/t/view/t.txt`), "t\n");
+  await w.call({ t: "session-close", root: w.root, name: "t" });
+  assert.deepEqual(mountsBelow(w.sb.top), []);
+});

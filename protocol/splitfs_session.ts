@@ -11,7 +11,7 @@
 
 import { isDigest, isRecordId, isRootId, sessionNameProblem } from "../model/checkpoint.ts";
 import { ProtocolError } from "./protocol_error.ts";
-import { absPath, bool, isObject, num, str } from "./splitfs_fields.ts";
+import { absPath, bool, isObject, num, optStr, str } from "./splitfs_fields.ts";
 
 /** At most this many layers in a session's stack (a request naming more is refused). */
 export const MAX_SESSION_LAYERS = 64;
@@ -39,6 +39,8 @@ export interface SessionOpenRequest {
   readonly root: string;
   readonly name: string;
   readonly withIgnored: boolean;
+  /** Locates the caller's global Git excludes, as `create` does (absent: none). */
+  readonly env?: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string };
 }
 
 /** The answer to `session-open`. */
@@ -331,14 +333,25 @@ function layers(x: Record<string, unknown>, max = MAX_SESSION_LAYERS): string[] 
 /** Validates a request of this module (`v` is checked by the caller; `t` is in {@linkcode SESSION_REQUESTS}). */
 export function parseSessionRequest(x: Record<string, unknown>): SessionRequest {
   switch (x.t) {
-    case "session-open":
+    case "session-open": {
+      let env: SessionOpenRequest["env"];
+      if (x.env !== undefined) {
+        if (!isObject(x.env)) throw bad(x, "env must be an object");
+        const HOME = optStr(x.env, "HOME"), XDG_CONFIG_HOME = optStr(x.env, "XDG_CONFIG_HOME");
+        env = {
+          ...(HOME === undefined ? {} : { HOME }),
+          ...(XDG_CONFIG_HOME === undefined ? {} : { XDG_CONFIG_HOME }),
+        };
+      }
       return {
         v: 1,
         t: "session-open",
         root: absPath(x, "root"),
         name: name(x),
         withIgnored: bool(x, "withIgnored"),
+        ...(env === undefined ? {} : { env }),
       };
+    }
     case "view-mount":
       return { v: 1, t: "view-mount", root: absPath(x, "root"), name: name(x), layers: layers(x) };
     case "op-prepare":

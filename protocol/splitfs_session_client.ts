@@ -28,13 +28,18 @@ export class SessionFs {
   constructor(readonly service: Pick<SplitfsService, "request">) {}
 
   /** `session-open`: snapshot, pin and mount the view of a new session. */
-  open(at: SessionAt, withIgnored: boolean): Promise<SessionOpenedReply> {
+  open(
+    at: SessionAt,
+    withIgnored: boolean,
+    env?: { readonly HOME?: string; readonly XDG_CONFIG_HOME?: string },
+  ): Promise<SessionOpenedReply> {
     return this.service.request<SessionOpenedReply>({
       v: 1,
       t: "session-open",
       root: at.root,
       name: at.name,
       withIgnored,
+      ...(env === undefined ? {} : { env }),
     });
   }
 

@@ -14,6 +14,14 @@ Deno.test("session frames: the layer id rule is the store's", () => {
 Deno.test("session frames: every request round-trips through the wire", () => {
   const reqs = [
     { v: 1, t: "session-open", root: "/p", name: "fix", withIgnored: false },
+    {
+      v: 1,
+      t: "session-open",
+      root: "/p",
+      name: "fix",
+      withIgnored: true,
+      env: { HOME: "/home/u" },
+    },
     { v: 1, t: "view-mount", root: "/p", name: "fix", layers: [L(1), L(2)] },
     { v: 1, t: "op-prepare", root: "/p", name: "fix", op: "o-1", layers: [L(1)] },
     { v: 1, t: "op-capture", root: "/p", name: "fix", op: "o-1", layers: [L(1)], rootId: R },

@@ -43,6 +43,7 @@ import { probeForks } from "./fork/fork_choice.ts";
 import { collectLayers } from "./workspace/split_gc.ts";
 import { SplitWorkspace } from "./workspace/workspace.ts";
 import { handleResolution } from "./resolve/frames.ts";
+import { handleSession } from "./session/frames.ts";
 import { ProjectRecovery } from "./resolve/recovery.ts";
 
 const CHUNK = 256 * 1024;
@@ -111,6 +112,22 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "undo-resolution":
     case "recover-resolutions":
       send(await handleResolution(req, { workspace, recovery }));
+      return;
+    case "session-open":
+    case "view-mount":
+    case "op-prepare":
+    case "op-capture":
+    case "op-seal":
+    case "op-drop":
+    case "layer-check":
+    case "session-close":
+      send(
+        await handleSession(req, {
+          locks,
+          atFirstHold: (root) => recovery.atFirstHold(root),
+          progress: progressSender(progressMs),
+        }),
+      );
       return;
     case "diff": {
       const out = new ChunkSender();
@@ -260,7 +277,7 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "gc": {
       const root = locateProject(req.cwd).root;
       await recovery.atFirstHold(root);
-      const r = collectLayers(root, req.dryRun);
+      const r = collectLayers(root, req.dryRun, req.keep ?? []);
       send({ v: 1, t: "collected", ...r });
       return;
     }

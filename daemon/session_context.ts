@@ -54,6 +54,7 @@ export interface SessionStore {
   mountView(
     at: SessionAt,
     layers: readonly string[],
+    create?: boolean,
   ): Promise<{ view: string; rootId: string; class: string }>;
   prepareOp(
     at: SessionAt,

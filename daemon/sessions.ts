@@ -196,7 +196,7 @@ export class Sessions {
       files: snap.files,
       bytes: snap.bytes,
       message: `session ${name} started at checkpoint ${s.head.slice(0, 12)}: ${snap.files} ` +
-        `files${ignored}; its view is ${s.view}`,
+        `file${snap.files === 1 ? "" : "s"}${ignored}; its view is ${s.view}`,
     };
   }
 
@@ -210,7 +210,14 @@ export class Sessions {
       throw error;
     }
     const head = this.#head(s);
-    const view = await this.remount(s, head.layers);
+    let view: ViewState | null;
+    try {
+      view = await this.remount(s, head.layers, { create: true, strict: true });
+    } catch (error) {
+      // A session without its directory could never show anything: it is not kept.
+      this.#j.removeSession(s.id, this.#d.now());
+      throw serviceFailure(`session ${name} could not be made (nothing was kept)`, error);
+    }
     return {
       v: 1,
       t: "session.started",
@@ -325,7 +332,7 @@ export class Sessions {
     const t1 = performance.now();
     let viewMs: number | null = null, viewError: string | null = null;
     try {
-      await this.remount(r.session, head.layers, true);
+      await this.remount(r.session, head.layers, { strict: true });
       viewMs = performance.now() - t1;
     } catch (error) {
       viewError = error instanceof Error ? error.message : String(error);
@@ -362,11 +369,13 @@ export class Sessions {
   async remount(
     s: SessionRecord,
     layers: readonly string[],
-    strict = false,
+    opts: { readonly strict?: boolean; readonly create?: boolean } = {},
   ): Promise<ViewState | null> {
+    const strict = opts.strict === true;
     const before = this.#remounts.get(s.id) ?? Promise.resolve();
+    const at: SessionAt = { root: s.project, name: s.name };
     const run = before.catch(() => {}).then(() =>
-      this.#d.store.mountView({ root: s.project, name: s.name } satisfies SessionAt, layers)
+      this.#d.store.mountView(at, layers, opts.create === true)
     );
     this.#remounts.set(s.id, run);
     try {

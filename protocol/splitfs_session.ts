@@ -69,6 +69,11 @@ export interface ViewMountRequest {
   readonly name: string;
   /** Bottom first; every layer sealed. */
   readonly layers: readonly string[];
+  /**
+   * A forked session's first mount (`marsh fork`): make its directory
+   * first (refused when one is there). Absent: the directory must exist.
+   */
+  readonly create?: boolean;
 }
 
 /** How a view shows its stack: an overlay mount, or a copy where no overlay can be had. */
@@ -353,7 +358,14 @@ export function parseSessionRequest(x: Record<string, unknown>): SessionRequest 
       };
     }
     case "view-mount":
-      return { v: 1, t: "view-mount", root: absPath(x, "root"), name: name(x), layers: layers(x) };
+      return {
+        v: 1,
+        t: "view-mount",
+        root: absPath(x, "root"),
+        name: name(x),
+        layers: layers(x),
+        ...(x.create === undefined ? {} : { create: bool(x, "create") }),
+      };
     case "op-prepare":
       return {
         v: 1,

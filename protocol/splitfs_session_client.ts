@@ -43,14 +43,22 @@ export class SessionFs {
     });
   }
 
-  /** `view-mount`: (re)mount the view on `layers` (bottom first). */
-  mountView(at: SessionAt, layers: readonly string[]): Promise<ViewMountedReply> {
+  /**
+   * `view-mount`: (re)mount the view on `layers` (bottom first); `create`:
+   * a forked session's first mount, which makes its directory.
+   */
+  mountView(
+    at: SessionAt,
+    layers: readonly string[],
+    create = false,
+  ): Promise<ViewMountedReply> {
     return this.service.request<ViewMountedReply>({
       v: 1,
       t: "view-mount",
       root: at.root,
       name: at.name,
       layers,
+      ...(create ? { create } : {}),
     });
   }
 

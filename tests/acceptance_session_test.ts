@@ -279,7 +279,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "sessions: the default name, --from at start, an op that cannot start",
+  name: "sessions: the default name, --from at start, a command that cannot start",
   permissions: PERMISSIONS,
 }, async () => {
   await using sb = await Sandbox.create();
@@ -303,11 +303,16 @@ Deno.test({
   assert.equal(s2.from, "checkpoint");
   assert.equal(s2.session.head, s1.session.head);
 
-  // A command that does not exist: nothing is checkpointed, the head stays.
+  // A command that does not exist: 127 as a shell says it; nothing changed, so no new root.
   const missing = await sb.marsh(["op", "--session", "s1", "--", "no-such-command-xyz"]);
-  assert.notEqual(missing.code, 0, show(missing));
-  assert.doesNotMatch(missing.stderr, CHECKPOINT_LINE);
-  assert.equal((await sessions(sb))[0]!.head, s1.session.head);
+  assert.equal(missing.code, 127, show(missing));
+  assert.match(
+    missing.stderr,
+    /^marsh: cannot run no-such-command-xyz: No such file or directory\n/,
+  );
+  assert.equal(checkpointOf(missing).what, "no change");
+  const [s1now] = await sessions(sb);
+  assert.equal(s1now!.root, s1.session.root, "the root did not change");
   // The session is not left busy.
   const ok = await sb.marsh(["op", "--session", "s1", "--", "touch", "n.txt"]);
   assert.equal(ok.code, 0, show(ok));

@@ -49,7 +49,7 @@ export async function handleSession(
     case "session-open":
       return { v: 1, t: "session-opened", ...openSession(req, ctx) };
     case "view-mount": {
-      using place = SessionPlace.open(req.root, req.name, ctx.locks, false);
+      using place = SessionPlace.open(req.root, req.name, ctx.locks, req.create === true);
       return { v: 1, t: "view-mounted", ...mountView(place, req.layers) };
     }
     case "op-prepare": {

@@ -280,7 +280,9 @@ async function main(): Promise<number> {
     gc: async (cwd, dryRun) => {
       if (!dryRun) sweepAttempts(home, journal, log);
       try {
-        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun });
+        // The checkpoint stacks the journal still needs (marsh rollback, marsh fork).
+        const keep = await sessions.gcKeep(cwd);
+        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun, keep });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };
       } catch (error) {
         if (error instanceof SplitfsError) throw new RequestError(2, error.message);

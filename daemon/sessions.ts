@@ -240,6 +240,32 @@ export class Sessions {
     return await this.#forkAt(at.root, name, from);
   }
 
+  /**
+   * What `marsh gc` of the project at `cwd` must keep besides what its
+   * directories pin: the top layer of every checkpoint an open session can
+   * still reach (its line and its abandoned futures: `marsh rollback`'s
+   * targets). A removed session's checkpoints that no open one reaches are
+   * collected (docs/checkpoints.md "Rollback, fork, log").
+   */
+  async gcKeep(cwd: string): Promise<string[]> {
+    let root: string;
+    try {
+      root = (await this.locate(cwd)).root;
+    } catch (error) {
+      // The collector refuses such a cwd with its own message.
+      if (error instanceof RequestError) return [];
+      throw error;
+    }
+    const keep = new Set<string>();
+    for (const s of this.#j.listSessions({ project: root })) {
+      for (const e of this.#j.sessionLog(s.id, { all: true })) {
+        const top = e.checkpoint.layers.at(-1);
+        if (top !== undefined) keep.add(top);
+      }
+    }
+    return [...keep];
+  }
+
   /** `marsh sessions`. */
   async list(cwd: string): Promise<SessionsReply> {
     const { root } = await this.locate(cwd);

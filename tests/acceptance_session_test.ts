@@ -176,7 +176,22 @@ Deno.test({
     new Set([c2.id, c3.id, c4.id, c5.id]),
   );
 
-  // A fork at the start: its own view, the first snapshot; fix does not move.
+  // marsh gc keeps what a rollback can reach: the abandoned future mounts after it.
+  const gc = await sb.marsh(["gc"]);
+  assert.equal(gc.code, 0, show(gc));
+  const forward = await sb.marsh(["rollback", "--json", c5.id]);
+  assert.equal(forward.code, 0, show(forward));
+  const moved = JSON.parse(forward.stdout);
+  assert.equal(moved.from, c6.id);
+  assert.equal(moved.to, c5.id);
+  assert.equal(typeof moved.head_ms, "number", "the head's move, timed");
+  assert.equal(typeof moved.view_ms, "number", "the view's remount, timed apart");
+  assert.equal(Deno.readTextFileSync(`${view}/sub/here.txt`), "here\n");
+  assert.ok(!exists(`${view}/b.txt`));
+  const again = await sb.marsh(["rollback", c6.id.slice(0, 8)]);
+  assert.equal(again.code, 0, show(again));
+  assert.equal(Deno.readTextFileSync(`${view}/b.txt`), "bee\nagain\n");
+
   const forked = await sb.marsh(["fork", "--from", startId.slice(0, 8), "try2"]);
   assert.equal(forked.code, 0, show(forked));
   const listed = await sessions(sb);

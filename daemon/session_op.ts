@@ -275,6 +275,11 @@ export async function runOperation(
   const viewMs = view === null ? null : performance.now() - t1;
   const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
   const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
+  // Durable and visible are two results, timed apart (docs/checkpoints.md, step 7).
+  d.log.info(
+    `op ${id}: checkpoint ${c.id} bound ${bindMs.toFixed(2)} ms after the drain; view ` +
+      (viewMs === null ? "not remounted" : `remounted in ${viewMs.toFixed(2)} ms`),
+  );
   await done({
     ...execution,
     checkpoint: c.id,

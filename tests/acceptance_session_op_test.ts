@@ -62,6 +62,13 @@ Deno.test({
   assert.ok(out.stdout.every((b, i) => b === big[i]), "stdout is stdin, byte for byte");
   const s = await head(sb);
   assert.deepEqual(Deno.readFileSync(`${s.view}/copy.bin`), big);
+  // Durable, then visible: two results, each timed (the daemon's log).
+  assert.match(
+    Deno.readTextFileSync(`${sb.home}/marshd.log`),
+    new RegExp(
+      `op o-[a-z0-9-]+: checkpoint ${s.head} bound \\d+\\.\\d\\d ms after the drain; view remounted in \\d+\\.\\d\\d ms\n`,
+    ),
+  );
 });
 
 for (const onCancel of ["seal", "discard"] as const) {

@@ -66,7 +66,8 @@ export function renderLog(r: Omit<SessionLogReply, "v" | "t">): string {
       const at = o.cwd === "." ? "" : ` (in ${o.cwd})`;
       lines.push(`  $ ${o.argv.map(quoteWord).join(" ")}${at}`);
     }
-    const n = e.changed === null ? "" : e.changed === 0 ? "; no change" : `; ${e.changed} changed`;
+    // A no-change disposition says it already.
+    const n = e.changed === null || e.changed === 0 ? "" : `; ${e.changed} changed`;
     lines.push(`  ${outcome(e)}${n}`);
     for (const p of e.paths) lines.push(`    ${p.change.padEnd(8)} ${p.path}`);
     if (e.truncated && e.changed !== null) {

@@ -102,3 +102,47 @@ for (const [step, expected] of Object.entries(STEPS)) {
     assertUnchanged(sb.project, before, "the project", { withGit: true });
   });
 }
+
+Deno.test({
+  name: "kill -9 of the daemon while the command runs: recovery makes it escaped, never sealed",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ files: { "a.txt": "a\n" } });
+  const s = await sb.marsh(["session", "start", "fix"]);
+  assert.equal(s.code, 0, show(s));
+  const [fix] = await sessions(sb);
+  const ready = `${sb.scratch}/ready`, gate = `${sb.scratch}/gate`;
+  const op = sb.spawnMarsh([
+    "op",
+    "--",
+    "bash",
+    "-c",
+    `echo x > n.txt; touch '${ready}'; while [ ! -e '${gate}' ]; do sleep 0.05; done`,
+  ]);
+  try {
+    await waitFor("the command to run", () => exists(ready));
+    const pid = sb.daemonPid();
+    assert.ok(pid);
+    Deno.kill(pid, "SIGKILL");
+    const lost = await finish(op, "the interrupted marsh op");
+    assert.notEqual(lost.code, 0, show(lost));
+    for (const round of [1, 2]) {
+      const restarted = await sb.marsh(["daemon", "start"]);
+      assert.equal(restarted.code, 0, show(restarted));
+      const lines = restartLines(sb);
+      if (round === 1) assert.match(lines, /launched -> escaped \(escape\)/, lines);
+      else assert.equal(lines, "", `round 2 settles nothing more: ${lines}`);
+      const [now] = await sessions(sb);
+      assert.equal(now!.head, fix!.head, "nothing was sealed");
+      assert.equal((await log(sb)).length, 1);
+      const stopped = await sb.marsh(["daemon", "stop"]);
+      assert.equal(stopped.code, 0, show(stopped));
+      Deno.writeTextFileSync(`${sb.home}/marshd.log`, "");
+    }
+    const next = await sb.marsh(["op", "--", "touch", "m.txt"]);
+    assert.equal(next.code, 0, show(next));
+  } finally {
+    // Whatever of the command outlived its daemon ends now.
+    Deno.writeTextFileSync(gate, "");
+  }
+});

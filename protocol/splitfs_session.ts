@@ -30,7 +30,9 @@ export function isLayerId(x: unknown): x is string {
  * Take a layered snapshot of the project at `root` exactly as `marsh split`
  * does (no `.git`, no `.marsh`; ignored files only with `withIgnored`), pin
  * its stack under `<root>/.marsh/session/<name>/` so `marsh gc` keeps it, and
- * mount the session's view. Answered with `session-opened`.
+ * mount the session's view. All or nothing. Refused when the session has a
+ * directory already (a crash's leftover: `session-close` it first).
+ * Answered with `session-opened`.
  */
 export interface SessionOpenRequest {
   readonly v: 1;
@@ -171,7 +173,10 @@ export type OpCapturedReply =
  * Rename the captured upper dir of `op` into `.marsh/layers/<layer>/data`
  * (no file content copied) and seal it on top of `layers` as any layer is
  * sealed. Idempotent: a layer sealed already with `rootId` answers the same;
- * sealed with another root id is an error. Answered with `op-sealed`.
+ * sealed with another root id is an error. The op dir then holds only its
+ * pin of the new stack (so `marsh gc` keeps it until the view or the
+ * caller's `keep` does): `op-drop` it once the head is bound. Answered with
+ * `op-sealed`.
  */
 export interface OpSealRequest {
   readonly v: 1;

@@ -45,6 +45,7 @@ const SYMBOLS = {
   lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
   llistxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
   lremovexattr: { parameters: ["buffer", "buffer"], result: "i32" },
+  lsetxattr: { parameters: ["buffer", "buffer", "buffer", "usize", "i32"], result: "i32" },
   // glibc 2.36 and later; optional so an older glibc still loads the rest.
   move_mount: {
     parameters: ["i32", "buffer", "i32", "buffer", "u32"],

@@ -56,3 +56,19 @@ export function removeXattr(dir: Dir, name: string, key: string): void {
   if (r === -1 && errno() === E.ENODATA) return;
   check(r, "lremovexattr", childPath(dir.path, name));
 }
+
+/** Sets (creating or replacing) one extended attribute of `dir/<name>`, not following a symlink. */
+export function setXattr(dir: Dir, name: string, key: string, value: Uint8Array): void {
+  checkName(name, dir.path);
+  check(
+    libc().lsetxattr(
+      cstr(`${dir.procPath}/${name}`),
+      cstr(key),
+      value as Uint8Array<ArrayBuffer>,
+      BigInt(value.length),
+      0,
+    ),
+    "lsetxattr",
+    childPath(dir.path, name),
+  );
+}

@@ -17,7 +17,6 @@ import type { Dir } from "../fd/dir.ts";
 import { encodeIndex, type LayerIndex } from "./layer_index.ts";
 import {
   checkData,
-  DATA,
   LAYER_ID,
   LayerError,
   type LayerMeta,
@@ -179,5 +178,3 @@ export function checkLayer(dir: LayersDir, id: string, rootId: string): LayerChe
     return { state: "ambiguous", detail: error instanceof Error ? error.message : String(error) };
   }
 }
-
-export { DATA };

@@ -12,9 +12,11 @@
  *   id equal the head's is removed (rewritten with the same bytes, or only
  *   touched: not a change); a file keeps `perm & 0o777` (set-id bits go);
  * - a whiteout (0/0 character device) of a name the head lacks is removed;
- * - an opaque directory (and every directory below one: nothing below it
- *   was merged) gets a whiteout for each name the head has there and the
- *   upper dir lacks, then loses its opaque marker;
+ * - an opaque directory gets a whiteout for each name the head has there
+ *   and the upper dir lacks, each of its subdirectories the head also has
+ *   becomes opaque in turn (nothing below it was merged either), then it
+ *   loses its marker: every step shows the same view, so an interrupted
+ *   capture is finished by the next one;
  * - a directory left empty that the head has with the same mode is removed;
  * - `.git` at any depth, the top-level `.marsh`, FIFOs, sockets and devices
  *   are removed: a snapshot never admits them either;
@@ -33,7 +35,7 @@
 import { createHash, type Hash } from "node:crypto";
 import { compareNames, type Dir, type Stat } from "../fd/dir.ts";
 import { RefusedError } from "../errors.ts";
-import { isWhiteout, removeXattr, xattrNames } from "../fd/upper_entries.ts";
+import { isWhiteout, removeXattr, setXattr, xattrNames } from "../fd/upper_entries.ts";
 import { xattrPrefix } from "../fork/overlay.ts";
 import type { OverlayMode } from "../fork/mount_record.ts";
 import {
@@ -56,6 +58,8 @@ import { MARSH_DIR } from "../../model/layout.ts";
 import type { CapturedPath, PathChange } from "../../protocol/splitfs_session.ts";
 
 const CHUNK = 1 << 20;
+/** The value overlay gives an opaque marker. */
+const OPAQUE = new Uint8Array([0x79]); // "y"
 
 /** What a capture found. */
 export interface Capture {
@@ -103,7 +107,7 @@ export function captureUpper(upper: Dir, head: HeadStack, mode: OverlayMode): Ca
     counts: { files: 0, dirs: 1, symlinks: 0, whiteouts: 0, bytes: 0 },
   };
   const prev = head.index;
-  const r = visitDir(ctx, upper, "", prev.root, prev.rootTree, false);
+  const r = visitDir(ctx, upper, "", prev.root, prev.rootTree);
   const rootStat = Float64Array.from(prev.rootStat);
   rootStat[F_MODE] = KIND_DIR * 0x10000 + upper.stat().perm;
   const index: LayerIndex = {
@@ -156,8 +160,7 @@ function find(node: IndexNode | null, name: string): number {
 
 /**
  * One upper directory against `prev` (the head's node at this path, `null`
- * when the head has no directory here). `opaque`: nothing of the head below
- * this path was merged into the overlay's view.
+ * when the head has no directory here), with no opaque marker left on it.
  */
 function visitDir(
   ctx: Ctx,
@@ -165,7 +168,6 @@ function visitDir(
   rel: string,
   prev: IndexNode | null,
   prevTree: Uint8Array | null,
-  opaque: boolean,
 ): DirResult {
   const { entries, invalid } = up.listing();
   if (invalid.length > 0) {
@@ -175,7 +177,6 @@ function visitDir(
     );
   }
   const names = entries.map((e) => e.name).sort(compareNames);
-  const present = new Set<string>();
   const changes = new Map<string, Entry | null>();
   for (const name of names) {
     const path = rel === "" ? name : `${rel}/${name}`;
@@ -189,7 +190,6 @@ function visitDir(
     const st = up.statAt(name);
     if (st === null) continue;
     if (st.kind === "char" && isWhiteout(up, name)) {
-      present.add(name);
       if (i < 0) {
         up.unlink(name);
         continue;
@@ -199,7 +199,6 @@ function visitDir(
       continue;
     }
     if (st.kind === "file" || st.kind === "symlink") {
-      present.add(name);
       stripOverlayXattrs(ctx, up, name, path);
       const e = leafEntry(up, name, st);
       const oid = e.oid;
@@ -228,20 +227,22 @@ function visitDir(
     }
     if (st.kind !== "dir") {
       // FIFOs, sockets, devices: never admitted into a snapshot, nor into a
-      // checkpoint. One that replaced a head entry deletes it.
-      up.unlink(name);
-      if (i >= 0) {
-        present.add(name);
-        up.mknodWhiteout(name);
-        changes.set(name, null);
-        noteDeleted(ctx, path);
+      // checkpoint. One that replaced a head entry deletes it: a whiteout
+      // takes its place in one rename, so no interruption shows the head's again.
+      if (i < 0) {
+        up.unlink(name);
+        continue;
       }
+      const tmp = `.marsh-whiteout-${crypto.randomUUID().slice(0, 8)}`;
+      up.mknodWhiteout(tmp);
+      up.renameReplacing(tmp, up, name);
+      changes.set(name, null);
+      noteDeleted(ctx, path);
       continue;
     }
-    present.add(name);
-    const dirOpaque = opaque || isOpaque(ctx, up, name);
-    stripOverlayXattrs(ctx, up, name, path);
     const kidPrev = prevKind === KIND_DIR ? (prev!.kids[i] ?? IndexNode.empty()) : null;
+    if (isOpaque(ctx, up, name)) expandOpaque(ctx, up, name, kidPrev);
+    stripOverlayXattrs(ctx, up, name, path);
     const kidTree = kidPrev === null ? null : prev!.oids.slice(i * 20, i * 20 + 20);
     let r: DirResult;
     {
@@ -252,7 +253,6 @@ function visitDir(
         path,
         kidPrev,
         kidTree && !isZero(kidTree) ? kidTree : null,
-        dirOpaque,
       );
     }
     const dirMode = KIND_DIR * 0x10000 + st.perm;
@@ -271,16 +271,6 @@ function visitDir(
       oid: r.tree ?? NO_OID,
       kid: r.node,
     });
-  }
-  // Below an opaque directory the head's names the upper dir lacks were hidden: deleted.
-  if (opaque && prev !== null) {
-    for (let i = 0; i < prev.names.length; i++) {
-      const name = prev.names[i] as string;
-      if (present.has(name)) continue;
-      up.mknodWhiteout(name);
-      changes.set(name, null);
-      noteDeleted(ctx, rel === "" ? name : `${rel}/${name}`);
-    }
   }
   const node = merge(prev, changes);
   // An untouched directory keeps the head's cached tree id: nothing below it is hashed again.
@@ -353,6 +343,35 @@ function leafEntry(up: Dir, name: string, st: Stat): Entry {
     oid: new Uint8Array(hash.digest()),
     kid: null,
   };
+}
+
+/**
+ * Turns the opaque directory `up/<name>` (its head node `prev`, `null` when
+ * the head has no directory there) into a plain one that shows the same:
+ * a whiteout for each name of the head the upper dir lacks (the opaque
+ * marker hid it), each subdirectory the head also has there made opaque in
+ * turn (it hid what lies below it too), then the marker removed. Each step
+ * keeps the view the same, so an interrupted capture finishes it when run
+ * again; nothing in the directory is dropped before its marker is gone.
+ */
+function expandOpaque(ctx: Ctx, up: Dir, name: string, prev: IndexNode | null): void {
+  if (prev !== null) {
+    using dir = up.openDir(name);
+    const here = new Set(dir.listing().entries.map((e) => e.name));
+    for (let i = 0; i < prev.names.length; i++) {
+      const n = prev.names[i] as string;
+      if (!here.has(n)) dir.mknodWhiteout(n);
+      else if (
+        kindOf(prev.st[i * STRIDE + F_MODE] as number) === KIND_DIR &&
+        dir.statAt(n)?.kind === "dir"
+      ) {
+        setXattr(dir, n, ctx.opaqueKey, OPAQUE);
+      }
+    }
+  }
+  for (const prefix of ctx.prefixes) {
+    if (up.xattrAt(name, `${prefix}opaque`) !== null) removeXattr(up, name, `${prefix}opaque`);
+  }
 }
 
 function isOpaque(ctx: Ctx, up: Dir, name: string): boolean {

@@ -81,3 +81,60 @@ function headOf(at: { root: string; name: string }): { layers: string[]; rootId:
   const meta = JSON.parse(Deno.readTextFileSync(`${at.root}/.marsh/layers/${top}/meta.json`));
   return { layers, rootId: meta.rootId };
 }
+
+Deno.test("op-capture killed with SIGKILL at any point: capturing again gives the operation's root", async () => {
+  const files: Record<string, string> = {};
+  for (let d = 0; d < 150; d++) {
+    files[`d${d}/same`] = "same\n";
+    files[`d${d}/gone`] = `gone ${d}\n`;
+    files[`d${d}/sub/deep`] = `deep ${d}\n`;
+  }
+  using w = await sessionWorld(files);
+  const at = { root: w.root, name: "s" };
+  let captureMs = 0;
+  const ROUNDS = 6;
+  const lines: string[] = [];
+  let head: { layers: string[]; rootId: string } | null = null;
+  for (let round = 0; round < ROUNDS; round++) {
+    await using svc = SplitfsService.start();
+    const fs = new SessionFs(svc);
+    if (head === null) {
+      const opened = await fs.open(at, false);
+      head = { layers: [...opened.layers], rootId: opened.rootId };
+    }
+    const op = `c${round}`;
+    const prep = await fs.prepareOp(at, op, head.layers);
+    // Every directory removed and made again: opaque, with a same file, a new one, a new subdir.
+    await w.sh(
+      prep.merged,
+      `for d in d*; do rm -rf $d && mkdir -p $d/sub && printf 'same\\n' > $d/same && echo ${round} > $d/new && echo x > $d/sub/x; done`,
+    );
+    const expected = await w.gitTree(prep.merged);
+    const t0 = performance.now();
+    const capturing = fs.captureOp(at, op, head).then((r) => r.rootId, (e) => `failed: ${e}`);
+    if (round > 0) {
+      await new Promise((r) => setTimeout(r, (captureMs * round) / ROUNDS));
+      Deno.kill(svc.pid, "SIGKILL");
+    }
+    const first = await capturing;
+    if (round === 0) captureMs = performance.now() - t0;
+    await svc.close();
+    await using again = SplitfsService.start();
+    const fs2 = new SessionFs(again);
+    const cap = await fs2.captureOp(at, op, head);
+    lines.push(`${round}: ${first === expected ? "captured" : "killed"}, again ${cap.kind}`);
+    assert.equal(cap.rootId, expected, lines.join("; "));
+    if (cap.kind !== "changed") throw new Error("expected a change");
+    const layers = await fs2.sealOp(at, op, { ...cap, layers: head.layers });
+    await fs2.mountView(at, layers);
+    assert.equal(await w.gitTree(`${w.root}/.marsh/session/s/view`), expected);
+    await fs2.dropOp(at, op);
+    await fs2.mountView(at, head.layers);
+  }
+  console.log(`capture ${Math.round(captureMs)} ms\n${lines.join("\n")}`);
+  {
+    await using svc = SplitfsService.start();
+    await new SessionFs(svc).close(at);
+  }
+  assert.deepEqual(mountsBelow(w.sb.top), []);
+});

@@ -178,11 +178,13 @@ export interface FifoStdio {
  * `<control dir>/io/<id>/` (with a {@linkcode ShellView}, its `control`),
  * made by the caller, who opens all three, in any order, right after it sent
  * the launch. The worker opens `stdin` for reading and `stdout` and `stderr`
- * for writing without waiting on one before another; a peer that has not
- * opened its end within `FIFO_OPEN_MS` fails the launch (an `error` instead
- * of `launched`). The branch's stdout and stderr are relayed: a reader that
- * goes away (`EPIPE`) loses the rest of that stream but does not stop the
- * branch; the stdin FIFO's end (its writer closed) is the branch's EOF.
+ * for writing without waiting on one before another; a stdout or stderr
+ * reader that has not come within {@linkcode FIFO_OPEN_MS} fails the launch
+ * (an `error` instead of `launched`, nothing run). All three are relayed by
+ * the supervisor: a reader that goes away (`EPIPE`) loses the rest of that
+ * stream but does not stop the branch; the stdin FIFO's end (its writer
+ * closed) is the branch's end of input, and a writer that never opens
+ * leaves the branch's stdin open (a `cancel` ends such a branch).
  */
 export interface StdioFifos {
   readonly stdin: string;

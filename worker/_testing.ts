@@ -285,3 +285,36 @@ export async function cliSide(
   ]);
   return { stdout, stderr, written };
 }
+
+/**
+ * Releases a {@linkcode cliSide} whose opens wait on a worker that never
+ * opened its ends (the launch failed): opens each FIFO's other end for up to
+ * 2 s, so a test fails on what it saw instead of hanging.
+ */
+export async function releaseFifos(fifos: StdioFifos): Promise<void> {
+  const open = (redirect: string) =>
+    new Deno.Command("timeout", { args: ["2", "sh", "-c", redirect], stderr: "null" }).output();
+  await Promise.all([
+    open(`: < '${fifos.stdin}'`),
+    open(`: > '${fifos.stdout}'`),
+    open(`: > '${fifos.stderr}'`),
+  ]);
+}
+
+/**
+ * Plays the CLI on `fifos` while `attempt` runs: resolves with what the CLI
+ * got and the attempt's events; a launch that failed releases the CLI's opens.
+ */
+export async function withCli(
+  w: WorkerClient,
+  attempt: string,
+  fifos: StdioFifos,
+  input: Uint8Array,
+  opts: CliOptions = {},
+  ms = 60_000,
+): Promise<CliSide & { events: ShellWorkerEvent[] }> {
+  const cli = cliSide(fifos, input, opts);
+  const timed = await w.finish(attempt, ms);
+  if (!timed.some((t) => t.event.t === "launched")) await releaseFifos(fifos);
+  return { ...await cli, events: timed.map((t) => t.event) };
+}

@@ -13,10 +13,11 @@ import {
 import { BranchRunner } from "./runner.ts";
 import {
   type CliOptions,
-  cliSide,
   makeFifos,
+  releaseFifos,
   type Sandbox,
   sandbox,
+  withCli,
   WorkerClient,
 } from "./_testing.ts";
 
@@ -43,7 +44,7 @@ async function runOp(
   w: WorkerClient,
   argv: readonly string[],
   input: Uint8Array = new Uint8Array(),
-  opts: CliOptions & { onLaunched?: (attempt: string) => Promise<void> } = {},
+  opts: CliOptions = {},
 ): Promise<OpRun> {
   const attempt = id("op");
   const fifos = makeFifos(sb.control, attempt);
@@ -56,13 +57,7 @@ async function runOp(
     env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
     stdio: fifos,
   });
-  const cli = cliSide(fifos, input, opts);
-  if (opts.onLaunched) {
-    await w.wait((e) => e.t === "launched" && e.attempt === attempt);
-    await opts.onLaunched(attempt);
-  }
-  const [side, timed] = await Promise.all([cli, w.finish(attempt, 60_000)]);
-  return { ...side, events: timed.map((t) => t.event) };
+  return await withCli(w, attempt, fifos, input, opts);
 }
 
 function kinds(events: WorkerEvent[]): string[] {
@@ -284,13 +279,18 @@ Deno.test({
     stdio: fifos,
   });
   // Opened, never read: the program blocks on a full pipe.
-  const [i, o, e] = await Promise.all([
+  const opening = Promise.all([
     Deno.open(fifos.stdin, { write: true }),
     Deno.open(fifos.stdout, { read: true }),
     Deno.open(fifos.stderr, { read: true }),
   ]);
+  const first = await w.wait((e) =>
+    "attempt" in e && e.attempt === attempt && (e.t === "launched" || e.t === "error")
+  );
+  if (first.event.t !== "launched") await releaseFifos(fifos);
+  const [i, o, e] = await opening;
   try {
-    await w.wait((e) => e.t === "launched" && e.attempt === attempt);
+    assert.equal(first.event.t, "launched", JSON.stringify(first.event));
     await new Promise((r) => setTimeout(r, 300));
     await w.send({ v: 1, t: "cancel", attempt, graceMs: 500 });
     const events = (await w.finish(attempt)).map((t) => t.event);
@@ -360,4 +360,51 @@ Deno.test({
     stderr: `${sb.control}/io/c/err`,
   }, 400);
   assert.match(file[0]?.t === "error" ? file[0].message : "", /io\/c\/in is not a FIFO/);
+});
+
+Deno.test({
+  name:
+    "a CLI gone after opening stdout and stderr only: the program runs to its end, or is cancelled",
+  permissions: perms,
+}, async () => {
+  using sb = sandbox();
+  await using w = WorkerClient.start(sb.control);
+  const launch = async (argv: string[]) => {
+    const attempt = id("gone");
+    const fifos = makeFifos(sb.control, attempt);
+    await w.send({
+      v: 1,
+      t: "launch",
+      attempt,
+      argv,
+      cwd: sb.fork,
+      env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" },
+      stdio: fifos,
+    });
+    const [o, e] = await Promise.all([
+      Deno.open(fifos.stdout, { read: true }),
+      Deno.open(fifos.stderr, { read: true }),
+    ]);
+    o.close();
+    e.close();
+    return attempt;
+  };
+  // Writes to the gone readers, never reads stdin.
+  const a = await launch(["sh", "-c", "seq 100000; echo err >&2; echo done > ran; exit 6"]);
+  const ended = (await w.finish(a)).map((t) => t.event);
+  assert.deepEqual(exited(ended), { code: 6, signal: null });
+  assert.equal(Deno.readTextFileSync(`${sb.fork}/ran`), "done\n");
+  // What reached the FIFO before its reader closed, at most its capacity; `seq 100000` is 588,895 bytes.
+  assert.ok(settled(ended)[0] <= 65536, JSON.stringify(ended.at(-1)));
+  // Reads stdin, which nobody will ever write or close: a cancel ends it.
+  const b = await launch(["cat"]);
+  await w.wait((e) => e.t === "launched" && e.attempt === b);
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok(
+    !w.events.some((t) => "attempt" in t.event && t.event.attempt === b && t.event.t === "exited"),
+  );
+  await w.send({ v: 1, t: "cancel", attempt: b, graceMs: 1000 });
+  const cancelled = (await w.finish(b)).map((t) => t.event);
+  assert.deepEqual(exited(cancelled), { code: null, signal: "SIGINT" });
+  assert.equal(cancelled.at(-1)?.t, "settled");
 });

@@ -19,7 +19,7 @@ import {
   type Sandbox,
   unmountBelow,
 } from "../splitfs/_testing.ts";
-import { cliSide, makeFifos, WorkerClient } from "./_testing.ts";
+import { makeFifos, withCli, WorkerClient } from "./_testing.ts";
 
 const perms: Deno.PermissionOptions = { ffi: true, read: true, write: true, run: true, env: true };
 const dec = new TextDecoder();
@@ -96,15 +96,8 @@ async function runOp(
     view: { root: sb.root, fork: sb.merged, admin: null, objectDirs: [], control: sb.control },
     ...(namespace ? { namespace: { pid: namespace } } : {}),
   });
-  const [side, timed] = await Promise.all([
-    cliSide(fifos, new Uint8Array()),
-    w.finish(attempt),
-  ]);
-  return {
-    stdout: dec.decode(side.stdout),
-    stderr: dec.decode(side.stderr),
-    events: timed.map((t) => t.event),
-  };
+  const r = await withCli(w, attempt, fifos, new Uint8Array());
+  return { stdout: dec.decode(r.stdout), stderr: dec.decode(r.stderr), events: r.events };
 }
 
 /** The upper dir's entries: path, then `dir`, `file:<text>` or `whiteout`. */

@@ -1,7 +1,7 @@
 /**
  * The worker's side of one attempt's supervisor (`worker/supervisor.pl`): a
- * small Perl process (perl-base only) that starts the branch's `bash` in a
- * new session without a controlling terminal, in the attempt's own cgroup v2
+ * small Perl process (perl-base only) that starts the branch's `bash` (an
+ * operation's argv) in a new session without a controlling terminal, in the attempt's own cgroup v2
  * group when one can be made, as a child subreaper in every case, and stays
  * until every process of the attempt is gone.
  *
@@ -10,6 +10,13 @@
  * unscoped `--allow-run`; and Deno refuses `/proc` and `/sys` to anything
  * short of `--allow-all`. The supervisor does those three things, and the
  * worker keeps its narrow flags.
+ *
+ * For an operation it also opens the caller's FIFOs and relays the
+ * branch's stdio between them and pipes of its own (`protocol/worker.ts`
+ * `StdioFifos`): a relay, not the FIFOs as the branch's own fds, so that a
+ * reader that goes away costs the rest of its stream, never the branch
+ * (which would otherwise die of `SIGPIPE`), and so that no open waits on
+ * another.
  *
  * The supervisor is started through `node:child_process`, the one Deno API
  * that gives a child a fourth pipe (fd 3) for its status lines, so the

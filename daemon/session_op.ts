@@ -18,6 +18,7 @@ import {
   type SessionRecord,
 } from "../model/checkpoint.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
+import { MAX_SESSION_LAYERS } from "../protocol/splitfs_session.ts";
 import type { OpDoneReply, OpRunRequest } from "../protocol/daemon_session.ts";
 import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
@@ -109,6 +110,15 @@ export async function runOperation(
   const stdio = fifos(d.home, req.io);
   const head = j.getCheckpoint(s.head);
   if (head === null) throw new Error(`session ${s.name}'s head ${s.head} is not in the journal`);
+  // A new layer goes on top of the head's stack: refused before the command runs, not at its seal.
+  if (head.layers.length >= MAX_SESSION_LAYERS) {
+    throw new RequestError(
+      1,
+      `session ${s.name}'s head is a stack of ${head.layers.length} layers, and an operation's ` +
+        `layer can go on at most ${MAX_SESSION_LAYERS - 1} (compacting deep stacks is not yet ` +
+        `available); nothing ran: roll back (marsh rollback), or start a new session`,
+    );
+  }
   const id = newRecordId("o");
   let rec;
   try {

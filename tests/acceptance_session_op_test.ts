@@ -181,3 +181,32 @@ Deno.test({
   assert.match(r.stderr, /^marsh op: the command is too long \(\d+ bytes; at most 262144\)\n$/);
   assert.equal((await head(sb)).head, s0.head);
 });
+
+Deno.test({
+  name: "marsh op: on a head stack of 64 layers the next op is refused before it runs",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  await started(sb);
+  const runs = `${sb.scratch}/runs`;
+  // One snapshot layer, then one layer per changing op, until one is refused.
+  const r = await sb.bash(
+    `for i in $(seq 1 70); do "$M" op -- bash -c "echo $i >> '${runs}'; echo $i >> a.txt" ` +
+      `2>'${sb.scratch}/err' || { echo "$i $?"; cat '${sb.scratch}/err'; exit 0; }; done; echo none`,
+    { timeoutMs: 120_000 },
+  );
+  const [first, ...rest] = r.stdout.split("\n");
+  assert.equal(first, "64 1", show(r));
+  assert.match(
+    rest.join("\n"),
+    /^marsh op: session fix's head is a stack of 64 layers, and an operation's layer can go on at most 63 \(compacting deep stacks is not yet available\); nothing ran: roll back \(marsh rollback\), or start a new session\n/,
+  );
+  const ran = Deno.readTextFileSync(runs).trim().split("\n");
+  assert.equal(ran.length, 63, "the refused command never ran");
+  // A rollback makes room again.
+  const entries = await log(sb);
+  const back = await sb.marsh(["rollback", entries[1]!.checkpoint]);
+  assert.equal(back.code, 0, show(back));
+  const next = await sb.marsh(["op", "--", "touch", "n.txt"]);
+  assert.equal(next.code, 0, show(next));
+});

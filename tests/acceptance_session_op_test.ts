@@ -210,3 +210,43 @@ Deno.test({
   const next = await sb.marsh(["op", "--", "touch", "n.txt"]);
   assert.equal(next.code, 0, show(next));
 });
+
+Deno.test({
+  name:
+    "the agent recipe: a wrapper shell makes each -c command a checkpoint; roll back the last N",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create({ files: { "a.txt": "0\n" } });
+  const before = picture(sb.project, { withGit: true });
+  // docs/checkpoints.md "Agents: every tool call a checkpoint", as written there (marsh is $M here).
+  const wrapper = `${sb.scratch}/marsh-sh`;
+  Deno.writeTextFileSync(
+    wrapper,
+    `#!/bin/sh
+# marsh-sh: a shell whose every \`-c COMMAND\` is one checkpoint of the session in $MARSH_SESSION.
+[ "$1" = -c ] || exec bash "$@"
+shift
+exec "$M" op -- bash -c "$@"
+`,
+  );
+  Deno.chmodSync(wrapper, 0o755);
+  const s = await sb.marsh(["session", "start", "agent"]);
+  assert.equal(s.code, 0, show(s));
+  const view = `${sb.project}/.marsh/session/agent/view`;
+  const env = { MARSH_SESSION: "agent", SHELL: wrapper };
+  // Three tool calls, as an agent makes them: $SHELL -c "...", from the view.
+  for (const n of [1, 2, 3]) {
+    const r = await sb.bash(`"$SHELL" -c 'echo ${n} >> a.txt'`, { cwd: view, env });
+    assert.equal(r.code, 0, show(r));
+    assert.match(r.stderr, /marsh: checkpoint [0-9a-f]{64} \(1 path changed\)\n$/);
+  }
+  assert.equal(Deno.readTextFileSync(`${view}/a.txt`), "0\n1\n2\n3\n");
+  const back = await sb.bash(
+    `n=2
+"$M" rollback "$("$M" log --json | jq -r --argjson n "$n" '.entries[$n].checkpoint')"`,
+    { env },
+  );
+  assert.equal(back.code, 0, show(back));
+  assert.equal(Deno.readTextFileSync(`${view}/a.txt`), "0\n1\n", "the last two calls are undone");
+  assertUnchanged(sb.project, before, "the project", { withGit: true });
+});

@@ -17,6 +17,7 @@ import type { Progress } from "../layers/snapshot.ts";
 import type { ProjectLocks } from "../project_lock.ts";
 import { projectIgnore, snapshotProject } from "../workspace/project_snapshot.ts";
 import { captureUpper } from "./op_capture.ts";
+import { keepCapture } from "./capture_cache.ts";
 import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
@@ -176,6 +177,7 @@ function captureOp(
   dir.removeTree(WORK);
   using upper = dir.openDir(UPPER);
   const c = captureUpper(upper, head, place.mode());
+  keepCapture(place.opPath(op), head.top.id, upper, c);
   if (!c.changed) return { v: 1, t: "op-captured", kind: "no-change", rootId };
   return {
     v: 1,

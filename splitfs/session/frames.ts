@@ -22,7 +22,7 @@ import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
-import { MARSH_DIR } from "../../model/layout.ts";
+import { LAYERS_DIR, MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
 import {
   MAX_CAPTURED_PATHS,
@@ -80,6 +80,10 @@ export async function handleSession(
         return { v: 1, t: "layer-checked", state: "absent" };
       }
       using marsh = rootDir.openDir(MARSH_DIR);
+      // A read-back writes nothing: no store, no layer.
+      if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") {
+        return { v: 1, t: "layer-checked", state: "absent" };
+      }
       ctx.locks.hold(marsh, req.root);
       using store = LayerStore.open(marsh);
       return { v: 1, t: "layer-checked", ...store.check(req.layer, req.rootId) };

@@ -392,3 +392,19 @@ Deno.test("op-seal uses the capture's result only while the upper dir is unchang
   await w.call({ t: "session-close", ...at });
   assert.deepEqual(mountsBelow(w.sb.top), []);
 });
+
+Deno.test("layer-check writes nothing: no .marsh, or no store, is absent and stays so", async () => {
+  using w = await sessionWorld({ "a": "1\n" });
+  const ask = async () =>
+    (await w.call<LayerCheckedReply>({
+      t: "layer-check",
+      root: w.root,
+      layer: "abcdefgh1234",
+      rootId: "0".repeat(40),
+    })).state;
+  assert.equal(await ask(), "absent");
+  assert.throws(() => Deno.statSync(`${w.root}/.marsh`), Deno.errors.NotFound);
+  Deno.mkdirSync(`${w.root}/.marsh`);
+  assert.equal(await ask(), "absent");
+  assert.deepEqual([...Deno.readDirSync(`${w.root}/.marsh`)], []);
+});

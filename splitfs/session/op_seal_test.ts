@@ -88,7 +88,10 @@ Deno.test("op-seal: sealing again answers the same; another root id for the laye
     rootId: cap.rootId,
     layers: head.layers,
   } as const;
+  // Renamed, not copied: the layer's file is the very inode the operation wrote.
+  const ino = Deno.lstatSync(`${prep.upper}/a`).ino;
   const first = await w.call<OpSealedReply>(seal);
+  assert.equal(Deno.lstatSync(`${w.root}/.marsh/layers/${cap.layer}/data/a`).ino, ino);
   const again = await w.call<OpSealedReply>(seal);
   assert.deepEqual(again, first);
   // After the op dir went too: read back from the store.

@@ -17,11 +17,12 @@ import type { Progress } from "../layers/snapshot.ts";
 import type { ProjectLocks } from "../project_lock.ts";
 import { projectIgnore, snapshotProject } from "../workspace/project_snapshot.ts";
 import { captureUpper } from "./op_capture.ts";
+import { keepCapture } from "./capture_cache.ts";
 import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
-import { MARSH_DIR } from "../../model/layout.ts";
+import { LAYERS_DIR, MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
 import {
   MAX_CAPTURED_PATHS,
@@ -79,6 +80,10 @@ export async function handleSession(
         return { v: 1, t: "layer-checked", state: "absent" };
       }
       using marsh = rootDir.openDir(MARSH_DIR);
+      // A read-back writes nothing: no store, no layer.
+      if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") {
+        return { v: 1, t: "layer-checked", state: "absent" };
+      }
       ctx.locks.hold(marsh, req.root);
       using store = LayerStore.open(marsh);
       return { v: 1, t: "layer-checked", ...store.check(req.layer, req.rootId) };
@@ -176,6 +181,7 @@ function captureOp(
   dir.removeTree(WORK);
   using upper = dir.openDir(UPPER);
   const c = captureUpper(upper, head, place.mode());
+  keepCapture(place.opPath(op), head.top.id, upper, c);
   if (!c.changed) return { v: 1, t: "op-captured", kind: "no-change", rootId };
   return {
     v: 1,

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mountsBelow } from "../_testing.ts";
+import { gitOk, mountsBelow } from "../_testing.ts";
 import { changedReply, sessionWorld } from "./_session_testing.ts";
 import type {
   LayerCheckedReply,
@@ -88,6 +88,45 @@ Deno.test("op-capture refuses a redirect marker (our mounts never make one); the
   });
   assert.equal(check.state, "absent");
   await w.call({ t: "op-drop", ...at, op: "o1" });
+  await w.call({ t: "session-close", ...at });
+  assert.deepEqual(mountsBelow(w.sb.top), []);
+});
+
+Deno.test("an ignored file an operation writes is in its layer and its root: the view shows it", async () => {
+  const { w, at, head, prep, capture } = await prepared({
+    ".gitignore": "build/\n",
+    "a": "1\n",
+    "build/old": "left out of the snapshot\n",
+  });
+  using _ = w;
+  // The snapshot left the ignored file out, as marsh split does.
+  assert.throws(
+    () => Deno.statSync(`${w.root}/.marsh/session/s/view/build/old`),
+    Deno.errors.NotFound,
+  );
+  await w.sh(prep.merged, "mkdir -p build && echo out > build/out && echo 2 > a");
+  const withIgnored = await w.gitTree(prep.merged);
+  const cap = changedReply(await capture());
+  assert.equal(cap.rootId, withIgnored);
+  assert.deepEqual(cap.paths.map((p) => p.path), ["a", "build/out"]);
+  // Plain `git add -A` would leave build/out out: the root is the view's, ignored files and all.
+  const index = `${w.sb.top}/plain-index`;
+  const git = [
+    "-c",
+    "core.bare=false",
+    `--git-dir=${w.sb.top}/tree.git`,
+    `--work-tree=${prep.merged}`,
+  ];
+  await gitOk(prep.merged, [...git, "add", "-A", "."], {
+    home: w.sb.home,
+    env: { GIT_INDEX_FILE: index },
+  });
+  const plain = (await gitOk(prep.merged, [...git, "write-tree"], {
+    home: w.sb.home,
+    env: { GIT_INDEX_FILE: index },
+  })).trim();
+  assert.notEqual(plain, cap.rootId);
+  assert.notEqual(head.rootId, cap.rootId);
   await w.call({ t: "session-close", ...at });
   assert.deepEqual(mountsBelow(w.sb.top), []);
 });

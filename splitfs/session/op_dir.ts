@@ -15,6 +15,7 @@ import { LayerError } from "../layers/layers.ts";
 import { F_MODE } from "../layers/layer_index.ts";
 import { mountReadWrite } from "../fork/overlay.ts";
 import { openLowers } from "./view.ts";
+import { forgetCapture } from "./capture_cache.ts";
 import {
   MERGED,
   mountsAt,
@@ -105,6 +106,7 @@ export function prepareOp(place: SessionPlace, op: string, layers: readonly stri
 export function dropOp(place: SessionPlace, op: string): void {
   if (place.dir.statAt(OP_DIR)?.kind !== "dir") return;
   const path = place.opPath(op);
+  forgetCapture(path);
   unmountUnder(path, place.path, `op-drop of ${op}`);
   using ops = place.dir.openDir(OP_DIR);
   ops.removeTree(op);

@@ -7,9 +7,10 @@
  * `absent` (the op dir still holds the upper or the staged wrapper, and the
  * seal runs again) or `durable`.
  *
- * The capture is computed again from the normalised upper dir (it is
- * idempotent): the seal needs no state from the capture request and works
- * after a service restart.
+ * The capture the `op-capture` request made is used when the upper dir is
+ * provably unchanged since (`capture_cache.ts`); otherwise it is computed
+ * again from the normalised upper dir (capture is idempotent), so the seal
+ * also works after a service restart.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -19,6 +20,7 @@
 import { RefusedError } from "../errors.ts";
 import { DATA, SEALED } from "../layers/layers.ts";
 import { captureUpper } from "./op_capture.ts";
+import { forgetCapture, keptCapture } from "./capture_cache.ts";
 import { openOpDir, unmountOp } from "./op_dir.ts";
 import { MERGED, type SessionPlace, STAGED, UPPER, WORK, writePin } from "./session_dir.ts";
 
@@ -98,7 +100,10 @@ export function sealOp(
   let capture;
   {
     using upper = dir.openDir(UPPER);
-    capture = captureUpper(upper, head, place.mode());
+    const path = place.opPath(op);
+    capture = keptCapture(path, head.top.id, rootId, upper) ??
+      captureUpper(upper, head, place.mode());
+    forgetCapture(path);
   }
   if (!capture.changed) {
     throw new RefusedError(

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { mountsBelow } from "../_testing.ts";
 import { Dir } from "../fd/dir.ts";
 import { collectLayers } from "../workspace/split_gc.ts";
+import { keptCaptureHits } from "./capture_cache.ts";
 import { changedReply, type SessionWorld, sessionWorld } from "./_session_testing.ts";
 import type {
   LayerCheckedReply,
@@ -87,7 +88,10 @@ Deno.test("op-seal: sealing again answers the same; another root id for the laye
     rootId: cap.rootId,
     layers: head.layers,
   } as const;
+  // Renamed, not copied: the layer's file is the very inode the operation wrote.
+  const ino = Deno.lstatSync(`${prep.upper}/a`).ino;
   const first = await w.call<OpSealedReply>(seal);
+  assert.equal(Deno.lstatSync(`${w.root}/.marsh/layers/${cap.layer}/data/a`).ino, ino);
   const again = await w.call<OpSealedReply>(seal);
   assert.deepEqual(again, first);
   // After the op dir went too: read back from the store.
@@ -335,4 +339,75 @@ Deno.test("two sessions seal sibling layers on one parent stack and each view sh
   assert.equal(Deno.readTextFileSync(`${w.root}/.marsh/session/t/view/t.txt`), "t\n");
   await w.call({ t: "session-close", root: w.root, name: "t" });
   assert.deepEqual(mountsBelow(w.sb.top), []);
+});
+
+Deno.test("op-seal uses the capture's result only while the upper dir is unchanged since", async () => {
+  using w = await sessionWorld({ "a": "1\n" });
+  const head = await open(w);
+  const at = { root: w.root, name: "s" };
+  const run = async (id: string, between: (upper: string) => void) => {
+    const prep = await w.call<OpPreparedReply>({
+      t: "op-prepare",
+      ...at,
+      op: id,
+      layers: head.layers,
+    });
+    await w.sh(prep.merged, "echo 2 > a; echo b > b");
+    const cap = changedReply(
+      await w.call<OpCapturedReply>({
+        t: "op-capture",
+        ...at,
+        op: id,
+        layers: head.layers,
+        rootId: head.rootId,
+      }),
+    );
+    between(prep.upper);
+    const before = keptCaptureHits();
+    const sealed = w.call<OpSealedReply>({
+      t: "op-seal",
+      ...at,
+      op: id,
+      layer: cap.layer,
+      rootId: cap.rootId,
+      layers: head.layers,
+    });
+    return {
+      sealed,
+      hit: async () => (await sealed.catch(() => null), keptCaptureHits() > before),
+    };
+  };
+  // Untouched: the kept capture seals it, no file read twice.
+  let r = await run("o1", () => {});
+  await r.sealed;
+  assert.equal(await r.hit(), true);
+  await w.call({ t: "op-drop", ...at, op: "o1" });
+  // Touched (same bytes, a new mtime): captured again, the same root, sealed.
+  r = await run("o2", (upper) => Deno.utimeSync(`${upper}/b`, 1, 1));
+  await r.sealed;
+  assert.equal(await r.hit(), false);
+  await w.call({ t: "op-drop", ...at, op: "o2" });
+  // Rewritten behind the capture's back: captured again, another root, refused.
+  r = await run("o3", (upper) => Deno.writeTextFileSync(`${upper}/b`, "other\n"));
+  await assert.rejects(() => r.sealed, /upper dir gives root .*, not the requested/);
+  assert.equal(await r.hit(), false);
+  await w.call({ t: "op-drop", ...at, op: "o3" });
+  await w.call({ t: "session-close", ...at });
+  assert.deepEqual(mountsBelow(w.sb.top), []);
+});
+
+Deno.test("layer-check writes nothing: no .marsh, or no store, is absent and stays so", async () => {
+  using w = await sessionWorld({ "a": "1\n" });
+  const ask = async () =>
+    (await w.call<LayerCheckedReply>({
+      t: "layer-check",
+      root: w.root,
+      layer: "abcdefgh1234",
+      rootId: "0".repeat(40),
+    })).state;
+  assert.equal(await ask(), "absent");
+  assert.throws(() => Deno.statSync(`${w.root}/.marsh`), Deno.errors.NotFound);
+  Deno.mkdirSync(`${w.root}/.marsh`);
+  assert.equal(await ask(), "absent");
+  assert.deepEqual([...Deno.readDirSync(`${w.root}/.marsh`)], []);
 });

@@ -169,7 +169,20 @@ Deno.test({
 });
 
 Deno.test({
-  name: "an operation's exit status and its signal; a command not found is 127",
+  name: "no output limit: 40 MB on stdout all reach the reader (a branch keeps 16 MiB)",
+  permissions: perms,
+}, async () => {
+  using sb = sandbox();
+  await using w = WorkerClient.start(sb.control);
+  const r = await runOp(sb, w, ["head", "-c", "40000000", "/dev/urandom"]);
+  assert.deepEqual(exited(r.events), { code: 0, signal: null });
+  assert.equal(r.stdout.length, 40_000_000);
+  assert.deepEqual(settled(r.events), [40_000_000, 0]);
+  assert.ok(!r.events.some((e) => e.t === "output-limit"));
+});
+
+Deno.test({
+  name: "an operation's exit status and its signal; a command not found is 127, not runnable 126",
   permissions: perms,
 }, async () => {
   using sb = sandbox();
@@ -183,6 +196,10 @@ Deno.test({
     dec.decode(missing.stderr),
     "marsh: cannot run no-such-command-marsh: No such file or directory\n",
   );
+  Deno.writeTextFileSync(`${sb.fork}/not-runnable`, "#!/bin/sh\n", { mode: 0o644 });
+  const refused = await runOp(sb, w, [`${sb.fork}/not-runnable`]);
+  assert.deepEqual(exited(refused.events), { code: 126, signal: null });
+  assert.match(dec.decode(refused.stderr), /not-runnable: Permission denied\n$/);
   // stdin at its end when the CLI closes it: `cat` ends by itself.
   const cat = await runOp(sb, w, ["sh", "-c", "cat; echo end >&2"], enc.encode("in\n"));
   assert.equal(dec.decode(cat.stdout), "in\n");

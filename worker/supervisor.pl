@@ -33,7 +33,7 @@
 use strict;
 
 my ($WNOHANG, $EINTR, $ECHILD, $EEXIST) = (1, 4, 10, 17);
-my ($ENXIO, $EAGAIN, $EACCES, $ENOEXEC, $F_GETFL, $F_SETFL, $O_NONBLOCK) = (6, 11, 13, 8, 3, 4, 0x800);
+my ($EACCES, $ENOEXEC) = (13, 8);
 my ($F_SETFD, $FD_CLOEXEC, $PR_SET_CHILD_SUBREAPER) = (2, 1, 36);
 my ($CLONE_INTO_CGROUP, $SIGCHLD) = (0x200000000, 17);
 my ($CLONE_NEWNS, $CLONE_NEWUSER, $ENOENT) = (0x20000, 0x10000000, 2);
@@ -143,11 +143,15 @@ if ($ns ne '') {
   open($ns_mnt, '<', "/proc/$ns/ns/mnt") or fail("cannot enter the namespace of process $ns: $!");
 }
 my ($in, $child_out, $child_err);
-# With FIFOs: [source, destination, buffer, name, bytes delivered] for
-# stdin (FIFO to the branch's pipe), stdout and stderr (pipes to FIFOs).
+# With FIFOs: the relays of worker/supervisor_relay.pl (stdin, stdout, stderr).
 my @relays;
 if ($fifos) {
-  $in = open_fifos();
+  my $lib = substr($0, 0, rindex($0, '/') + 1) . 'supervisor_relay.pl';
+  do $lib or fail("cannot load $lib: " . ($@ || $!));
+  my $r;
+  ($in, $child_out, $child_err, $r) =
+    open_fifos($fifo_in, $fifo_out, $fifo_err, $fifo_ms, $O_NOFOLLOW | $O_CLOEXEC);
+  @relays = @$r;
 } elsif ($stdin eq '') {
   open($in, '<', '/dev/null') or fail("cannot open /dev/null: $!");
 } else {
@@ -462,110 +466,6 @@ sub mkdirs {
   return undef;
 }
 
-# An operation's FIFOs (protocol/worker.ts StdioFifos), opened without
-# waiting on one before another, since the caller may open its ends in any
-# order: stdin for reading at once (a FIFO's reader never waits), which lets
-# the caller's writer open whenever it comes; stdout and stderr for writing
-# as soon as a reader is there, tried every 20 ms until $fifo_ms. Returns the
-# read end of the branch's stdin pipe; sets up @relays.
-sub open_fifos {
-  my $deadline = uptime() + $fifo_ms / 1000;
-  my $flags = $O_NONBLOCK | $O_NOFOLLOW | $O_CLOEXEC;
-  sysopen(my $fin, $fifo_in, $flags) or fail("cannot open the stdin FIFO $fifo_in: $!");
-  -p $fin or fail("$fifo_in is not a FIFO");
-  my %out = (stdout => [$fifo_out, undef], stderr => [$fifo_err, undef]);
-  for (;;) {
-    for my $name (sort keys %out) {
-      my $o = $out{$name};
-      next if defined $o->[1];
-      if (sysopen(my $fh, $o->[0], 1 | $flags)) {
-        -p $fh or fail("$o->[0] is not a FIFO");
-        $o->[1] = $fh;
-      } elsif (($! + 0) != $ENXIO) {
-        fail("cannot open the $name FIFO $o->[0]: $!");
-      }
-    }
-    my @waiting = grep { !defined $out{$_}[1] } sort keys %out;
-    last unless @waiting;
-    if (uptime() >= $deadline) {
-      my $w = $waiting[0];
-      fail("nothing opened the $w FIFO $out{$w}[0] for reading within "
-          . ($fifo_ms / 1000)
-          . ' s: the command that made it is gone or stuck; nothing was run');
-    }
-    select(undef, undef, undef, 0.02);
-  }
-  pipe(my $in_r, my $in_w) or fail("pipe: $!");
-  pipe(my $out_r, $child_out) or fail("pipe: $!");
-  pipe(my $err_r, $child_err) or fail("pipe: $!");
-  for my $fh ($in_w, $out_r, $err_r) {
-    my $fl = fcntl($fh, $F_GETFL, 0);
-    defined $fl && fcntl($fh, $F_SETFL, $fl | $O_NONBLOCK) or fail("cannot make a pipe non-blocking: $!");
-  }
-  @relays = (
-    [$fin, $in_w, '', 'stdin', 0],
-    [$out_r, $out{stdout}[1], '', 'stdout', 0],
-    [$err_r, $out{stderr}[1], '', 'stderr', 0],
-  );
-  return $in_r;
-}
-
-# Which relay descriptors select waits on: a source when its buffer is empty,
-# a destination when its buffer is not.
-sub relay_wants {
-  my ($rin, $win) = @_;
-  for my $r (@relays) {
-    my ($src, $dst, $buf) = @$r;
-    vec($$rin, fileno($src), 1) = 1 if defined $src && $buf eq '';
-    vec($$win, fileno($dst), 1) = 1 if defined $dst && $buf ne '';
-  }
-}
-
-# Moves what select found ready. A reader gone (EPIPE) loses the rest of its
-# stream, read and dropped so the branch never blocks on it; the branch is
-# not stopped for it. A source's end closes its destination once flushed.
-sub relay_move {
-  my ($rout) = @_;
-  for my $r (@relays) {
-    if (defined $r->[0] && $r->[2] eq '' && vec($rout, fileno($r->[0]), 1)) {
-      my $got = sysread($r->[0], my $chunk, 65536);
-      if ($got) {
-        $r->[2] = $chunk if defined $r->[1];
-      } elsif (defined $got || (($! + 0) != $EAGAIN && ($! + 0) != $EINTR)) {
-        close($r->[0]);
-        $r->[0] = undef;
-      }
-    }
-    if (defined $r->[1] && $r->[2] ne '') {
-      my $n = syswrite($r->[1], $r->[2]);
-      if (defined $n) {
-        substr($r->[2], 0, $n, '');
-        $r->[4] += $n;
-      } elsif (($! + 0) != $EAGAIN && ($! + 0) != $EINTR) {
-        relay_drop($r);
-        # Nothing reads the branch's stdin any more: its writer learns so.
-        relay_close($r) if $r->[3] eq 'stdin';
-      }
-    }
-    relay_drop($r) if !defined $r->[0] && $r->[2] eq '';
-  }
-}
-
-# Drops a relay's destination and what it had not delivered.
-sub relay_drop {
-  my ($r) = @_;
-  close($r->[1]) if defined $r->[1];
-  $r->[1] = undef;
-  $r->[2] = '';
-}
-
-sub relay_close {
-  my ($r) = @_;
-  relay_drop($r);
-  close($r->[0]) if defined $r->[0];
-  $r->[0] = undef;
-}
-
 sub supervise {
   my ($bash) = @_;
   my ($worker_gone, $kill_at, $killing) = (0, 0, 0);
@@ -619,10 +519,10 @@ sub supervise {
     my ($rin, $win, $ein) = ('', '', '');
     vec($rin, 0, 1) = 1 unless $worker_gone;
     vec($ein, fileno($events), 1) = 1 if $events;
-    relay_wants(\$rin, \$win) if @relays;
+    relay_wants(\@relays, \$rin, \$win) if @relays;
     # The timeout bounds the race of a SIGCHLD just before select.
     my $n = select($rin, $win, $ein, 0.05);
-    relay_move($n > 0 ? $rin : '') if @relays;
+    relay_move(\@relays, $n > 0 ? $rin : '') if @relays;
     if ($n > 0 && !$worker_gone && vec($rin, 0, 1)) {
       my $got = sysread(STDIN, my $cmds, 64);
       if ($got) {

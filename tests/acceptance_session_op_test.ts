@@ -250,3 +250,29 @@ exec "$M" op -- bash -c "$@"
   assert.equal(Deno.readTextFileSync(`${view}/a.txt`), "0\n1\n", "the last two calls are undone");
   assertUnchanged(sb.project, before, "the project", { withGit: true });
 });
+
+Deno.test({
+  name: "marsh op: two sessions forked from one checkpoint advance at once, each on its own",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const s0 = await started(sb);
+  const forked = await sb.marsh(["fork", "--from", s0.head, "other"]);
+  assert.equal(forked.code, 0, show(forked));
+  const ready = `${sb.scratch}/ready`, gate = `${sb.scratch}/gate`;
+  // Both run at the same time: each waits until both have written.
+  const a = sb.spawnMarsh(["op", "--session", "fix", "--", ...held("x.txt", `${ready}-a`, gate)]);
+  const b = sb.spawnMarsh(["op", "--session", "other", "--", ...held("x.txt", `${ready}-b`, gate)]);
+  await waitFor("both commands to run", () => exists(`${ready}-a`) && exists(`${ready}-b`));
+  Deno.writeTextFileSync(gate, "");
+  const [ra, rb] = await Promise.all([finish(a, "op in fix"), finish(b, "op in other")]);
+  assert.equal(ra.code, 0, show(ra));
+  assert.equal(rb.code, 0, show(rb));
+  const r = await sb.marsh(["sessions", "--json"]);
+  const listed = (JSON.parse(r.stdout) as { sessions: SessionInfo[] }).sessions;
+  assert.deepEqual(listed.map((s) => s.name), ["fix", "other"]);
+  // The same change on the same parent: the same root, two checkpoints, two heads.
+  assert.notEqual(listed[0]!.head, listed[1]!.head);
+  assert.equal(listed[0]!.root, listed[1]!.root);
+  for (const s of listed) assert.equal(Deno.readTextFileSync(`${s.view}/x.txt`), "changed\n");
+});

@@ -65,6 +65,11 @@ export function renderLog(r: Omit<SessionLogReply, "v" | "t">): string {
     if (o !== null) {
       const at = o.cwd === "." ? "" : ` (in ${o.cwd})`;
       lines.push(`  $ ${o.argv.map(quoteWord).join(" ")}${at}`);
+      if (o.view === "relative") {
+        lines.push(
+          "  relative: it saw the project by its cwd only; a write by absolute path may have left the session",
+        );
+      }
     }
     // A no-change disposition says it already.
     const n = e.changed === null || e.changed === 0 ? "" : `; ${e.changed} changed`;

@@ -323,7 +323,7 @@ async function main(): Promise<number> {
       worker,
       home: Deno.realPathSync(home),
       namespace: splitfs.namespace,
-      project: shellView.view === "project",
+      view: shellView,
       graceMs: settings.graceMs,
       pause: (step) => splits.pause(step),
     },

@@ -6,7 +6,7 @@
  * @module
  */
 
-import type { LogEntry, OperationChanges } from "../journal/checkpoints.ts";
+import type { LogEntry, OperationChanges, OperationView } from "../journal/checkpoints.ts";
 import type { ExecutionOutcome, OperationRecord } from "../model/checkpoint.ts";
 import type { LogEntryInfo, LogOperation } from "../protocol/daemon_session.ts";
 
@@ -21,7 +21,7 @@ export function executionFields(
   };
 }
 
-function operationInfo(o: OperationRecord): LogOperation {
+function operationInfo(o: OperationRecord, view: OperationView | null): LogOperation {
   return {
     id: o.id,
     argv: o.argv,
@@ -30,6 +30,8 @@ function operationInfo(o: OperationRecord): LogOperation {
     ...executionFields(o.execution),
     disposition: o.disposition?.kind ?? null,
     reason: o.reason,
+    view: view?.view ?? null,
+    view_reason: view?.reason ?? null,
   };
 }
 
@@ -40,6 +42,7 @@ export function logEntryInfo(
     readonly head: string;
     readonly session: string;
     readonly changes: OperationChanges | null;
+    readonly view: OperationView | null;
   },
 ): LogEntryInfo {
   const c = e.checkpoint;
@@ -53,7 +56,7 @@ export function logEntryInfo(
     on_head: e.onHead,
     head: c.id === ctx.head,
     created_unix_ms: c.createdMs,
-    operation: e.operation === null ? null : operationInfo(e.operation),
+    operation: e.operation === null ? null : operationInfo(e.operation, ctx.view),
     changed: c.kind === "start" ? null : noChange ? 0 : ctx.changes?.changed ?? null,
     paths: noChange ? [] : ctx.changes?.paths ?? [],
     truncated: noChange ? false : ctx.changes?.truncated ?? false,

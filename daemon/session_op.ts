@@ -46,11 +46,12 @@ export interface OpDeps extends SealDeps {
   /** The split-filesystem service's namespace, where its mounts live (unprivileged daemon). */
   readonly namespace: { readonly pid: number } | null;
   /**
-   * Whether the op sees its overlay at the project's own path in a private
-   * mount namespace (the shell view `project`); else it runs with its cwd in
-   * the overlay, and an absolute path can leave it (docs/containment.md).
+   * The daemon's shell view (`daemon/shell_view.ts`): `project`, the op sees
+   * its overlay at the project's own path in a private mount namespace; else
+   * it runs with its cwd in the overlay (`relative`), and an absolute path
+   * can leave it (docs/containment.md). Recorded with the operation.
    */
-  readonly project: boolean;
+  readonly view: { readonly view: "project" | "fork"; readonly reason: string };
   readonly graceMs: number;
 }
 
@@ -157,6 +158,9 @@ export async function runOperation(
     throw new RequestError(125, `${why}; nothing ran`);
   }
 
+  const project = d.view.view === "project";
+  j.recordView(id, { view: project ? "project" : "relative", reason: d.view.reason });
+
   // Cancel: an op.cancel frame, or the caller's connection closing.
   let cancelled = false;
   let launchedSeen = false;
@@ -178,10 +182,10 @@ export async function runOperation(
   await d.worker.launchOperation({
     attempt: id,
     argv: req.argv,
-    cwd: `${d.project ? root : merged}${rel === "." ? "" : `/${rel}`}`,
+    cwd: `${project ? root : merged}${rel === "." ? "" : `/${rel}`}`,
     env: req.env,
     stdio,
-    ...(d.project
+    ...(project
       ? { view: { root, fork: merged, admin: null, objectDirs: [], control: d.home } }
       : {}),
     ...(d.namespace === null ? {} : { namespace: d.namespace }),
@@ -301,6 +305,10 @@ export async function runOperation(
     bind_ms: bindMs,
     view_ms: viewMs,
     message: `marsh: checkpoint ${c.id} (${what})` +
+      (project
+        ? ""
+        : "; relative: the command saw the project by its cwd only, so a write by absolute " +
+          "path may have left the session") +
       (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
   });
 }

@@ -333,6 +333,7 @@ export class Sessions {
         head: s.head,
         session: nameOf(e.checkpoint.session),
         changes: e.operation === null ? null : this.#j.changesOf(e.operation.id),
+        view: e.operation === null ? null : this.#j.viewOf(e.operation.id),
       })
     );
     return { v: 1, t: "checkpoints", session: s.name, head: s.head, entries };

@@ -1,8 +1,9 @@
 /**
  * The paths an operation changed, as its capture listed them (docs/checkpoints.md
- * "Rollback, fork, log"): `marsh log` shows them. Informational: no checkpoint,
- * head or root depends on them, so they are written in their own transaction
- * once the capture is known, before the intent.
+ * "Rollback, fork, log"), and the view it ran in (`project` or `relative`):
+ * `marsh log` shows them. Informational: no checkpoint, head or root depends
+ * on them, so each is written in its own transaction (the view before the
+ * launch, the paths once the capture is known, before the intent).
  *
  * @module
  */
@@ -55,4 +56,33 @@ export function changesOf(c: Connection, id: string): OperationChanges | null {
     truncated: row.truncated === 1,
     paths: JSON.parse(String(row.paths)) as ChangedPath[],
   };
+}
+
+/** How an operation saw the project: its overlay at the project's path, or its cwd only. */
+export interface OperationView {
+  readonly view: "project" | "relative";
+  /** Why (the daemon's shell view reason). */
+  readonly reason: string;
+}
+
+/** See `CheckpointJournal.recordView`. */
+export function recordView(c: Connection, id: string, v: OperationView): void {
+  if (v.view !== "project" && v.view !== "relative") {
+    throw new TypeError(`Invalid operation view: "${v.view}"`);
+  }
+  c.write("record operation view", () => {
+    requireOperation(c, id);
+    c.run(
+      `INSERT INTO operation_views (operation, view, reason) VALUES (:id, :view, :reason)
+         ON CONFLICT (operation) DO NOTHING`,
+      { id, view: v.view, reason: v.reason },
+    );
+  });
+}
+
+/** See `CheckpointJournal.viewOf`. */
+export function viewOf(c: Connection, id: string): OperationView | null {
+  const row = c.get("SELECT * FROM operation_views WHERE operation = :id", { id });
+  if (row === undefined) return null;
+  return { view: row.view === "relative" ? "relative" : "project", reason: String(row.reason) };
 }

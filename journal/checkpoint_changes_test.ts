@@ -35,3 +35,19 @@ Deno.test(
     assert.equal(j.checkpoints.changesOf("o1")?.changed, 3);
   },
 );
+
+Deno.test({ name: "operation view: project or relative, kept once", permissions }, () => {
+  using j = Journal.open(freshPath(dir));
+  const c = j.checkpoints;
+  startSession(c);
+  drained(c, "s1", "o1");
+  assert.equal(c.viewOf("o1"), null);
+  c.recordView("o1", { view: "relative", reason: "no mount namespace" });
+  c.recordView("o1", { view: "project", reason: "again" });
+  assert.deepEqual(c.viewOf("o1"), { view: "relative", reason: "no mount namespace" });
+  assert.throws(
+    () => c.recordView("o1", { view: "other" as "project", reason: "" }),
+    TypeError,
+  );
+  assert.throws(() => c.recordView("nope", { view: "project", reason: "" }), Deno.errors.NotFound);
+});

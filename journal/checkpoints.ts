@@ -24,7 +24,7 @@ import {
 } from "./_checkpoint_rows.ts";
 import * as sessions from "./_checkpoint_sessions.ts";
 import * as changed from "./_checkpoint_changes.ts";
-import type { OperationChanges } from "./_checkpoint_changes.ts";
+import type { OperationChanges, OperationView } from "./_checkpoint_changes.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
 import type {
@@ -35,7 +35,7 @@ import type {
 } from "../model/checkpoint.ts";
 
 export type { BindResult, NewOperation, RecordResult, StaleHead } from "./_checkpoint_ops.ts";
-export type { ChangedPath, OperationChanges } from "./_checkpoint_changes.ts";
+export type { ChangedPath, OperationChanges, OperationView } from "./_checkpoint_changes.ts";
 export type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 
 /** Sessions, checkpoints and operations in the journal. */
@@ -231,6 +231,21 @@ export class CheckpointJournal {
   /** What {@linkcode CheckpointJournal.recordChanges} kept for an operation, or null. */
   changesOf(id: string): OperationChanges | null {
     return this.#c.read("read operation changes", () => changed.changesOf(this.#c, id));
+  }
+
+  /**
+   * Keeps how an operation saw the project (`project` or `relative`), before
+   * it is launched; the same again is a no-op.
+   *
+   * @throws {Deno.errors.NotFound} for an unknown operation
+   */
+  recordView(id: string, view: OperationView): void {
+    changed.recordView(this.#c, id, view);
+  }
+
+  /** What {@linkcode CheckpointJournal.recordView} kept for an operation, or null. */
+  viewOf(id: string): OperationView | null {
+    return this.#c.read("read operation view", () => changed.viewOf(this.#c, id));
   }
 
   /**

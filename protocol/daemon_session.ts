@@ -196,6 +196,13 @@ export interface LogOperation {
   /** `sealed`, `no-change`, `discarded` (or null). */
   readonly disposition: string | null;
   readonly reason: string | null;
+  /**
+   * `project` (it saw its overlay at the project's path) or `relative` (its
+   * cwd only: a write by absolute path may have left the session); null when
+   * it never got that far.
+   */
+  readonly view: string | null;
+  readonly view_reason: string | null;
 }
 
 /** One line of `marsh log --json`. */

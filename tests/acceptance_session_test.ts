@@ -136,6 +136,9 @@ Deno.test({
   assert.equal(e1!.operation?.execution, "exited");
   assert.equal(e1!.operation?.exit, 3);
   assert.equal(e1!.operation?.disposition, "sealed");
+  // A root daemon: the op saw its overlay at the project's own path (DG-S07).
+  assert.equal(e1!.operation?.view, "project");
+  assert.match(e1!.operation?.view_reason ?? "", /^root: /);
   assert.deepEqual(e1!.paths, [{ path: "a.txt", change: "modified" }]);
   assert.deepEqual(e2!.paths, [{ path: "b.txt", change: "deleted" }]);
   assert.deepEqual(e3!.paths, [{ path: "d e'f.txt", change: "added" }]);

@@ -77,8 +77,13 @@ export async function captureAndPublish(o: Publish, d: SealDeps): Promise<Publis
     await dropOp(o, d);
     return { kind: "bound", result, changed: 0 };
   }
-  j.recordChanges(o.id, { changed: cap.changed, truncated: cap.truncated, paths: cap.paths });
-  j.recordIntent(o.id, { root: cap.rootId, layer: cap.layer, changes: cap.digest }, d.now());
+  // One transaction: the intent, and the paths the capture listed (for marsh log).
+  j.recordIntent(
+    o.id,
+    { root: cap.rootId, layer: cap.layer, changes: cap.digest },
+    d.now(),
+    { changed: cap.changed, truncated: cap.truncated, paths: cap.paths },
+  );
   await d.pause("op-intent");
   return await sealAndBind(o, { layer: cap.layer, root: cap.rootId }, d);
 }

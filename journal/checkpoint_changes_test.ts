@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Journal } from "./journal.ts";
 import { freshPath, scratchDir } from "./_testing.ts";
-import { drained, startSession } from "./_checkpoint_testing.ts";
+import { DIGEST, drained, R1, startSession } from "./_checkpoint_testing.ts";
 
 const dir = scratchDir("checkpoint-changes");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
@@ -50,4 +50,36 @@ Deno.test({ name: "operation view: project or relative, kept once", permissions 
     TypeError,
   );
   assert.throws(() => c.recordView("nope", { view: "project", reason: "" }), Deno.errors.NotFound);
+});
+
+Deno.test({ name: "the intent keeps the paths in its one transaction", permissions }, () => {
+  using j = Journal.open(freshPath(dir));
+  const c = j.checkpoints;
+  startSession(c);
+  drained(c, "s1", "o1");
+  const paths = [{ path: "a.txt", change: "added" }];
+  const before = j.commits;
+  assert.ok(
+    c.recordIntent("o1", { root: R1, layer: "l1", changes: DIGEST }, 5_000, {
+      changed: 1,
+      truncated: false,
+      paths,
+    }),
+  );
+  assert.equal(j.commits - before, 1, "one commit: still one durability step");
+  assert.deepEqual(c.changesOf("o1")?.paths, paths);
+  assert.equal(c.getOperation("o1")?.state, "sealing");
+  // From another state nothing moves and nothing is kept.
+  startSession(c, "s2", "other");
+  drained(c, "s2", "o2");
+  c.discardOperation("o2", 6_000);
+  assert.equal(
+    c.recordIntent("o2", { root: R1, layer: "l2", changes: DIGEST }, 7_000, {
+      changed: 1,
+      truncated: false,
+      paths,
+    }),
+    false,
+  );
+  assert.equal(c.changesOf("o2"), null);
 });

@@ -176,7 +176,9 @@ export class CheckpointJournal {
   /**
    * `drained -> sealing`: the write-ahead intent, before the layer is sealed:
    * the exact root id and layer id it must produce, and the changed set's
-   * digest. Returns false, changing nothing, from another state.
+   * digest. Returns false, changing nothing, from another state. With
+   * `paths`, what the capture listed is kept in the same transaction (for
+   * `marsh log`): the intent stays one durability step.
    *
    * @throws {TypeError} for a root equal to the operation's base: no change
    *   is bound without an intent
@@ -185,8 +187,15 @@ export class CheckpointJournal {
     id: string,
     intent: { readonly root: string; readonly layer: string; readonly changes: string },
     nowMs: number,
+    paths?: OperationChanges,
   ): boolean {
-    return ops.recordIntent(this.#c, id, intent, nowMs);
+    if (paths === undefined) return ops.recordIntent(this.#c, id, intent, nowMs);
+    // The nested writes are savepoints of this one transaction.
+    return this.#c.write("record intent", () => {
+      const moved = ops.recordIntent(this.#c, id, intent, nowMs);
+      if (moved) changed.recordChanges(this.#c, id, paths);
+      return moved;
+    });
   }
 
   /**

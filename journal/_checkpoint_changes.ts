@@ -2,8 +2,9 @@
  * The paths an operation changed, as its capture listed them (docs/checkpoints.md
  * "Rollback, fork, log"), and the view it ran in (`project` or `relative`):
  * `marsh log` shows them. Informational: no checkpoint, head or root depends
- * on them, so each is written in its own transaction (the view before the
- * launch, the paths once the capture is known, before the intent).
+ * on them: the view is written before the launch, the paths in the intent's
+ * own transaction (`CheckpointJournal.recordIntent`), so the publication
+ * keeps its three durability steps.
  *
  * @module
  */

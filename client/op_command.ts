@@ -28,7 +28,9 @@ export const OP_HELP = `
 CMD runs with ARGS exactly as given (no shell, no re-quoting; use
 \`bash -c '...'\` for a shell line) in a private overlay of the session's head,
 at the place of your current directory in it: run from the project or from
-inside the session's view. Its stdin, stdout and stderr are yours; when it
+inside the session's view. Its stdin, stdout and stderr are yours (through
+FIFOs: it gets no terminal), its environment your exported one, filtered as
+a shell branch's is (no MARSH_*, DOCKER_*, credential-shaped names); when it
 and every process it started have ended, what it changed becomes one new
 checkpoint (none changed: a checkpoint with the same root), and the view
 shows it. The checkpoint line goes to stderr:

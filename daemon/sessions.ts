@@ -42,6 +42,7 @@ import {
   type ViewState,
 } from "./session_context.ts";
 import { logEntryInfo } from "./session_log.ts";
+import { ViewMounts } from "./session_views.ts";
 import { recoverOperations } from "./session_recovery.ts";
 import { type OpDeps, runOperation } from "./session_op.ts";
 
@@ -75,11 +76,11 @@ export function serviceFailure(what: string, error: unknown): RequestError {
 /** The checkpoint session verbs. */
 export class Sessions {
   readonly #d: SessionsDeps;
-  readonly #views = new Map<string, ViewState>();
-  readonly #remounts = new Map<string, Promise<unknown>>();
+  readonly #views: ViewMounts;
 
   constructor(d: SessionsDeps) {
     this.#d = d;
+    this.#views = new ViewMounts(d.store);
   }
 
   get #j(): CheckpointJournal {
@@ -185,7 +186,6 @@ export class Sessions {
       if (error instanceof Deno.errors.AlreadyExists) throw new RequestError(1, error.message);
       throw error;
     }
-    this.#views.set(s.id, { root: snap.rootId, class: "virtual" });
     const view = await this.remount(s, snap.layers);
     const ignored = req.withIgnored ? " (ignored files included)" : "";
     return {
@@ -270,7 +270,7 @@ export class Sessions {
   async list(cwd: string): Promise<SessionsReply> {
     const { root } = await this.locate(cwd);
     const sessions = this.#j.listSessions({ project: root }).map((s) =>
-      sessionInfo(s, this.#head(s), this.#views.get(s.id) ?? null)
+      sessionInfo(s, this.#head(s), this.#views.shown(s.id))
     );
     return { v: 1, t: "sessions", root, sessions };
   }
@@ -291,8 +291,8 @@ export class Sessions {
       }
       throw error;
     }
-    this.#views.delete(s.id);
-    await this.#remounts.get(s.id)?.catch(() => {});
+    await this.#views.idle(s.id);
+    this.#views.forget(s.id);
     try {
       await this.#d.store.close({ root, name });
     } catch (error) {
@@ -398,26 +398,14 @@ export class Sessions {
     layers: readonly string[],
     opts: { readonly strict?: boolean; readonly create?: boolean } = {},
   ): Promise<ViewState | null> {
-    const strict = opts.strict === true;
-    const before = this.#remounts.get(s.id) ?? Promise.resolve();
-    const at: SessionAt = { root: s.project, name: s.name };
-    const run = before.catch(() => {}).then(() =>
-      this.#d.store.mountView(at, layers, opts.create === true)
-    );
-    this.#remounts.set(s.id, run);
     try {
-      const v = await run;
-      const state = { root: v.rootId, class: v.class };
-      this.#views.set(s.id, state);
-      return state;
+      const at: SessionAt = { root: s.project, name: s.name };
+      return await this.#views.remount(s.id, at, layers, opts.create === true);
     } catch (error) {
-      this.#views.delete(s.id);
       const why = error instanceof Error ? error.message : String(error);
       this.#d.log.info(`session ${s.name}: view remount failed: ${why}`);
-      if (strict) throw error;
+      if (opts.strict === true) throw error;
       return null;
-    } finally {
-      if (this.#remounts.get(s.id) === run) this.#remounts.delete(s.id);
     }
   }
 

@@ -64,10 +64,12 @@ Example:
 const SESSIONS_HELP = `
 Lists the project's open sessions: name, head checkpoint, the head's root
 id (the Git tree id of its files), and the view: its path and the root it
-shows now (it follows the head after each operation or rollback).
+shows now (it follows the head after each operation or rollback). An
+unprivileged daemon's views are mounted in its own namespace: empty from
+your shell, seen through marsh op (view_visible "service-namespace").
 --json: {"root","sessions":[{"name","id","head","root","base","base_root",
-"view","view_root","view_class","with_ignored","created_unix_ms",
-"rollback_protection"}]}.
+"view","view_root","view_class","view_visible","with_ignored",
+"created_unix_ms","rollback_protection"}]}.
 
 Example:
   marsh sessions --json | jq -r '.sessions[].name'

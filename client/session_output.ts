@@ -34,6 +34,11 @@ export function renderSessions(r: Omit<SessionsReply, "v" | "t">): string {
       ? `shows the head's root (${s.view_class})`
       : `shows root ${short(s.view_root)} (${s.view_class}), not yet the head's`;
     lines.push(`  view ${s.view}: ${shows}`);
+    if (s.view_visible === "service-namespace") {
+      lines.push(
+        "  (mounted in the daemon's own namespace: look at it through marsh op, e.g. marsh op -- ls)",
+      );
+    }
     if (s.with_ignored) lines.push("  ignored files included");
   }
   return `${lines.join("\n")}\n`;

@@ -201,6 +201,7 @@ export function sessionInfo(
   s: SessionRecord,
   head: CheckpointRecord,
   view: ViewState | null,
+  visible: SessionInfo["view_visible"],
 ): SessionInfo {
   return {
     name: s.name,
@@ -212,6 +213,7 @@ export function sessionInfo(
     view: s.view,
     view_root: view?.root ?? null,
     view_class: view?.class ?? null,
+    view_visible: visible,
     with_ignored: s.withIgnored,
     created_unix_ms: s.createdMs,
     rollback_protection: "unavailable",

@@ -83,6 +83,11 @@ export class Sessions {
     this.#views = new ViewMounts(d.store);
   }
 
+  /** An unprivileged daemon's mounts are in its service's namespace only. */
+  get #visible(): "host" | "service-namespace" {
+    return this.#d.op.namespace === null ? "host" : "service-namespace";
+  }
+
   get #j(): CheckpointJournal {
     return this.#d.journal.checkpoints;
   }
@@ -191,7 +196,7 @@ export class Sessions {
     return {
       v: 1,
       t: "session.started",
-      session: sessionInfo(s, this.#head(s), view),
+      session: sessionInfo(s, this.#head(s), view, this.#visible),
       from: "snapshot",
       files: snap.files,
       bytes: snap.bytes,
@@ -221,7 +226,7 @@ export class Sessions {
     return {
       v: 1,
       t: "session.started",
-      session: sessionInfo(s, head, view),
+      session: sessionInfo(s, head, view, this.#visible),
       from: "checkpoint",
       files: null,
       bytes: null,
@@ -270,7 +275,7 @@ export class Sessions {
   async list(cwd: string): Promise<SessionsReply> {
     const { root } = await this.locate(cwd);
     const sessions = this.#j.listSessions({ project: root }).map((s) =>
-      sessionInfo(s, this.#head(s), this.#views.shown(s.id))
+      sessionInfo(s, this.#head(s), this.#views.shown(s.id), this.#visible)
     );
     return { v: 1, t: "sessions", root, sessions };
   }

@@ -138,6 +138,13 @@ export interface SessionInfo {
   readonly view_root: string | null;
   /** `virtual` (a read-only overlay) or `copy_fallback`; null when not mounted. */
   readonly view_class: string | null;
+  /**
+   * Where the view's mount can be seen: `host` (a root daemon's), or
+   * `service-namespace` (an unprivileged daemon's: only inside the
+   * split-filesystem service's namespace, where `marsh op` runs; the host's
+   * directory is empty).
+   */
+  readonly view_visible: "host" | "service-namespace";
   readonly with_ignored: boolean;
   readonly created_unix_ms: number;
   /** The journal is a local file its owner may replace: no rollback protection (DG-R07). */

@@ -70,6 +70,7 @@ Deno.test({
   assert.equal(fix!.view, `${sb.project}/.marsh/session/fix/view`);
   assert.equal(fix!.view_root, fix!.root, "the view shows the head's root");
   assert.equal(fix!.view_class, "virtual");
+  assert.equal(fix!.view_visible, "host", "a root daemon's view is mounted where the user looks");
   assert.equal(fix!.rollback_protection, "unavailable");
   assert.match(
     started.stdout,

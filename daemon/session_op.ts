@@ -24,7 +24,7 @@ import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import type { ViewState } from "./session_context.ts";
 import { newRecordId } from "./session_context.ts";
-import { captureAndPublish, dropOp, type SealDeps } from "./session_seal.ts";
+import { captureAndPublish, dropOp, type Published, type SealDeps } from "./session_seal.ts";
 import type { AttemptEvents, OperationLaunchSpec } from "./worker_link.ts";
 
 /** The FIFO names in the caller's io dir. */
@@ -247,68 +247,76 @@ export async function runOperation(
     });
     return;
   }
+  const answer = async (pub: Published, bindMs: number): Promise<void> => {
+    if (pub.kind === "failed") {
+      await done({
+        ...execution,
+        checkpoint: null,
+        root: null,
+        disposition: null,
+        state: "failed",
+        changed: 0,
+        status: 125,
+        bind_ms: null,
+        view_ms: null,
+        message:
+          `marsh op: ${pub.why}; nothing was checkpointed (the command's status was ${status})`,
+      });
+      return;
+    }
+    const bound = pub.result;
+    if (bound.kind === "stale") {
+      await done({
+        ...execution,
+        checkpoint: null,
+        root: null,
+        disposition: null,
+        state: "stale",
+        changed: pub.changed,
+        status: 1,
+        bind_ms: bindMs,
+        view_ms: null,
+        message: `marsh op: session ${s.name} moved while the command ran (its head is ` +
+          `${bound.current}, not ${bound.expected}); nothing was published: run marsh log, ` +
+          `then the command again`,
+      });
+      return;
+    }
+    const c = bound.checkpoint;
+    const t1 = performance.now();
+    const view = await d.views(s, c.layers);
+    const viewMs = view === null ? null : performance.now() - t1;
+    const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
+    const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
+    // Durable and visible are two results, timed apart (docs/checkpoints.md, step 7).
+    d.log.info(
+      `op ${id}: checkpoint ${c.id} bound ${bindMs.toFixed(2)} ms after the drain; view ` +
+        (viewMs === null ? "not remounted" : `remounted in ${viewMs.toFixed(2)} ms`),
+    );
+    await done({
+      ...execution,
+      checkpoint: c.id,
+      root: c.root,
+      disposition: changed === 0 ? "no-change" : "sealed",
+      state: "bound",
+      changed,
+      status,
+      bind_ms: bindMs,
+      view_ms: viewMs,
+      message: `marsh: checkpoint ${c.id} (${what})` +
+        (project
+          ? ""
+          : "; relative: the command saw the project by its cwd only, so a write by absolute " +
+            "path may have left the session") +
+        (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
+    });
+  };
   const pub = await captureAndPublish({ id, at, head }, d);
   const bindMs = performance.now() - t0;
-  if (pub.kind === "failed") {
-    await done({
-      ...execution,
-      checkpoint: null,
-      root: null,
-      disposition: null,
-      state: "failed",
-      changed: 0,
-      status: 125,
-      bind_ms: null,
-      view_ms: null,
-      message:
-        `marsh op: ${pub.why}; nothing was checkpointed (the command's status was ${status})`,
-    });
-    return;
+  try {
+    await answer(pub, bindMs);
+  } finally {
+    // After the answer: removing the op dir is on the way to neither the head nor the view.
+    if (pub.kind === "bound") await drop();
   }
-  const bound = pub.result;
-  if (bound.kind === "stale") {
-    await done({
-      ...execution,
-      checkpoint: null,
-      root: null,
-      disposition: null,
-      state: "stale",
-      changed: pub.changed,
-      status: 1,
-      bind_ms: bindMs,
-      view_ms: null,
-      message: `marsh op: session ${s.name} moved while the command ran (its head is ` +
-        `${bound.current}, not ${bound.expected}); nothing was published: run marsh log, ` +
-        `then the command again`,
-    });
-    return;
-  }
-  const c = bound.checkpoint;
-  const t1 = performance.now();
-  const view = await d.views(s, c.layers);
-  const viewMs = view === null ? null : performance.now() - t1;
-  const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
-  const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
-  // Durable and visible are two results, timed apart (docs/checkpoints.md, step 7).
-  d.log.info(
-    `op ${id}: checkpoint ${c.id} bound ${bindMs.toFixed(2)} ms after the drain; view ` +
-      (viewMs === null ? "not remounted" : `remounted in ${viewMs.toFixed(2)} ms`),
-  );
-  await done({
-    ...execution,
-    checkpoint: c.id,
-    root: c.root,
-    disposition: changed === 0 ? "no-change" : "sealed",
-    state: "bound",
-    changed,
-    status,
-    bind_ms: bindMs,
-    view_ms: viewMs,
-    message: `marsh: checkpoint ${c.id} (${what})` +
-      (project
-        ? ""
-        : "; relative: the command saw the project by its cwd only, so a write by absolute " +
-          "path may have left the session") +
-      (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
-  });
 }

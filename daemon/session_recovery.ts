@@ -25,7 +25,7 @@ import {
   type Publish,
   sealAndBind,
 } from "./session_seal.ts";
-import type { SealDeps } from "./session_seal.ts";
+import type { Published, SealDeps } from "./session_seal.ts";
 
 /** What one operation's recovery did, for the daemon's log. */
 export interface Recovered {
@@ -83,6 +83,11 @@ async function evidence(o: OperationRecord, d: SealDeps, root: string): Promise<
   };
 }
 
+/** A published operation's op dir goes; a failed one's stays as evidence. */
+async function dropIfBound(p: Publish, r: Published, d: SealDeps): Promise<void> {
+  if (r.kind === "bound") await dropOp(p, d);
+}
+
 /**
  * Settles every live operation; returns what it did. `remount` shows a
  * session's new head in its view.
@@ -106,16 +111,20 @@ export async function recoverOperations(d: SealDeps): Promise<Recovered[]> {
       case "keep":
         break;
       case "capture":
-        await captureAndPublish(p, d);
+        await dropIfBound(p, await captureAndPublish(p, d), d);
         break;
       case "reseal":
-        await sealAndBind(p, { layer: o.intent!.layer, root: o.intent!.root }, d);
+        await dropIfBound(
+          p,
+          await sealAndBind(p, { layer: o.intent!.layer, root: o.intent!.root }, d),
+          d,
+        );
         break;
       case "bind":
       case "settle":
       case "stale":
         // The journal's bind does the head's compare-and-swap: a moved head ends it `stale`.
-        await bindSealed(p, d);
+        await dropIfBound(p, await bindSealed(p, d), d);
         break;
       case "fail":
         j.failOperation(o.id, `recovery: ${outcome.reason}`, now);

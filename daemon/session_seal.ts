@@ -59,7 +59,10 @@ function failed(o: Publish, why: string, d: SealDeps): Published {
   return { kind: "failed", why };
 }
 
-/** Capture, then a no-change bind or intent, seal and bind (steps 4-6). */
+/**
+ * Capture, then a no-change bind or intent, seal and bind (steps 4-6). A
+ * failed capture drops the op dir; otherwise the caller drops it once done.
+ */
 export async function captureAndPublish(o: Publish, d: SealDeps): Promise<Published> {
   const j = d.journal.checkpoints;
   let cap;
@@ -74,7 +77,6 @@ export async function captureAndPublish(o: Publish, d: SealDeps): Promise<Publis
       createdMs: d.now(),
       noChange: { changes: EMPTY_CHANGES },
     });
-    await dropOp(o, d);
     return { kind: "bound", result, changed: 0 };
   }
   // One transaction: the intent, and the paths the capture listed (for marsh log).
@@ -107,11 +109,14 @@ export async function sealAndBind(
   return await bindSealed(o, d);
 }
 
-/** The bind of a sealed layer (the head's compare-and-swap), then the op dir's removal. */
+/**
+ * The bind of a sealed layer (the head's compare-and-swap). The op dir stays
+ * until the caller's {@linkcode dropOp}, after the head moved and the view
+ * followed: its removal is not on the way to either.
+ */
 export async function bindSealed(o: Publish, d: SealDeps): Promise<Published> {
   const j = d.journal.checkpoints;
   const result = j.bindCheckpoint(o.id, { createdMs: d.now() });
   await d.pause("op-bound");
-  await dropOp(o, d);
   return { kind: "bound", result, changed: j.changesOf(o.id)?.changed ?? 0 };
 }

@@ -124,6 +124,10 @@ Deno.test({
   const c5 = checkpointOf(sub);
   assert.equal(Deno.readTextFileSync(`${view}/sub/here.txt`), "here\n");
 
+  // Each op's private dir went with it (after the head moved and the view followed).
+  const ops = `${sb.project}/.marsh/session/fix/op`;
+  assert.deepEqual(exists(ops) ? [...Deno.readDirSync(ops)].map((e) => e.name) : [], []);
+
   // The log, head first.
   let entries = await log(sb);
   assert.deepEqual(entries.map((e) => e.checkpoint), [c5.id, c4.id, c3.id, c2.id, c1.id, startId]);

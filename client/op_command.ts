@@ -36,7 +36,8 @@ checkpoint (none changed: a checkpoint with the same root), and the view
 shows it. The checkpoint line goes to stderr:
   marsh: checkpoint <id> (<n> paths changed)
 
-A command that fails still checkpoints what it changed. Ctrl-C cancels it:
+A command that fails still checkpoints what it changed. A reader of its
+output that goes away does not stop it (the rest is dropped). Ctrl-C cancels it:
 its processes are stopped and drained, then what it changed is sealed
 (--on-cancel=seal, the default) or dropped (--on-cancel=discard).
 

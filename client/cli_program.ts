@@ -104,6 +104,8 @@ export interface CliContext {
   readonly setStatus: (code: number) => void;
   /** Commander's configuration for a command at `path` (e.g. `marsh splits cancel`). */
   readonly userErrors: (cmd: Command, path: string) => Command;
+  /** `marsh op`'s command: the words after its first `--` (undefined: no `--`). */
+  readonly opArgv?: readonly string[];
 }
 
 /** Adds commands to the program, after the shared ones. */
@@ -223,21 +225,21 @@ export interface PreSplit {
   readonly head: string[];
   /** `split`: everything from the first `:::` on (argv branches). */
   readonly argvParts: string[];
-  /** `join`: everything after the first `--` (the consumer), if there is one. */
+  /** `join`: everything after the first `--` (the consumer); `op`: its command. */
   readonly consumer: string[] | undefined;
 }
 
 /**
  * Cuts the words the option parser must not see: everything from the first
  * `:::` of `split` (argv branches), everything after the first `--` of
- * `join` (the consumer command).
+ * `join` (the consumer command) and of `op` (the operation's command).
  */
 export function preSplit(args: readonly string[]): PreSplit {
   if (args[0] === "split") {
     const { head, argvParts } = splitAtArgvBranches(args);
     return { head, argvParts, consumer: undefined };
   }
-  if (args[0] === "join") {
+  if (args[0] === "join" || args[0] === "op") {
     const at = args.indexOf("--");
     if (at >= 0) return { head: args.slice(0, at), argvParts: [], consumer: args.slice(at + 1) };
   }
@@ -343,7 +345,7 @@ export function programFor(
   const { head, argvParts, consumer } = preSplit(args);
   const only = head[0] === "split" || head[0] === "join" ? head[0] : null;
   const program = buildProgram(ctx, argvParts, consumer, only);
-  if (only === null) register?.(program, ctx);
+  if (only === null) register?.(program, head[0] === "op" ? { ...ctx, opArgv: consumer } : ctx);
   return { program, head };
 }
 

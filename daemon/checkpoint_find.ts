@@ -3,8 +3,8 @@
  * "Committing a checkpoint"): a checkpoint id or a unique prefix of one
  * among the project's checkpoints, else a session's head: `--session NAME`
  * (the CLI passes `MARSH_SESSION` when the option is absent), else the
- * project's one open session. Read from the journal directly; the session
- * commands follow the same rule.
+ * project's one open session. The rules are the session commands' own
+ * (`session_context.ts`); this reads the journal directly.
  *
  * @module
  */
@@ -15,12 +15,10 @@ import type { CheckpointInfo } from "../protocol/daemon_checkpoint.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../protocol/splitfs_client.ts";
 import { RequestError } from "./request_error.ts";
+import { chooseSession, projectCheckpoints, resolveCheckpoint } from "./session_context.ts";
 
 /** Exit status of an unknown session or checkpoint, or a request to change (docs/messages.md). */
 const NOT_FOUND = 2;
-/** The shortest checkpoint id prefix taken. */
-const MIN_PREFIX = 4;
-const HEX = /^[0-9a-f]+$/;
 
 /** What the checkpoint commands read. */
 export interface CheckpointDeps {
@@ -59,90 +57,29 @@ export function findCheckpoint(
   session: string | null,
   checkpoint: string | null,
 ): Found {
-  const s = session === null ? null : namedSession(j, project, session);
   if (checkpoint === null) {
-    const chosen = s ?? onlySession(j, project);
+    const chosen = chooseSession(j, project, session);
     const head = j.getCheckpoint(chosen.head);
     if (head === null) {
       throw new RequestError(NOT_FOUND, `session "${chosen.name}" has no head checkpoint`);
     }
     return { checkpoint: head, session: chosen };
   }
-  const c = byIdOrPrefix(j, project, checkpoint, s);
-  const owner = j.getSession(c.session);
-  if (owner === null) throw new RequestError(NOT_FOUND, `no session ${c.session}`);
+  // The same rules as the session commands (daemon/session_context.ts): a
+  // named session limits the search to its history.
+  const s = session === null ? null : chooseSession(j, project, session);
+  const candidates = s === null
+    ? projectCheckpoints(j, project)
+    : new Set(j.sessionLog(s.id, { all: true }).map((e) => e.checkpoint.id));
+  const id = resolveCheckpoint(
+    candidates,
+    checkpoint,
+    s === null ? project : `session "${s.name}"`,
+  );
+  const c = j.getCheckpoint(id);
+  const owner = c === null ? null : j.getSession(c.session);
+  if (c === null || owner === null) throw new RequestError(NOT_FOUND, `no checkpoint ${id}`);
   return { checkpoint: c, session: owner };
-}
-
-function namedSession(j: CheckpointJournal, project: string, name: string): SessionRecord {
-  const s = j.findSession(project, name);
-  if (s === null) {
-    throw new RequestError(
-      NOT_FOUND,
-      `no open session "${name}" in ${project}${openNames(j, project)}`,
-    );
-  }
-  return s;
-}
-
-function openNames(j: CheckpointJournal, project: string): string {
-  const open = j.listSessions({ project }).map((s) => s.name);
-  return open.length === 0 ? "" : ` (open sessions: ${open.join(", ")})`;
-}
-
-function onlySession(j: CheckpointJournal, project: string): SessionRecord {
-  const open = j.listSessions({ project });
-  if (open.length === 1) return open[0]!;
-  if (open.length === 0) {
-    throw new RequestError(
-      NOT_FOUND,
-      `no open session in ${project}: start one with \`marsh session start\`, or name a checkpoint`,
-    );
-  }
-  throw new RequestError(
-    NOT_FOUND,
-    `${project} has ${open.length} open sessions (${
-      open.map((s) => s.name).join(", ")
-    }): give --session NAME or set MARSH_SESSION`,
-  );
-}
-
-/**
- * A checkpoint of `project` by its id or a unique prefix (at least
- * {@linkcode MIN_PREFIX} hex digits); within session `s`'s history when given.
- */
-function byIdOrPrefix(
-  j: CheckpointJournal,
-  project: string,
-  ref: string,
-  s: SessionRecord | null,
-): CheckpointRecord {
-  const want = ref.toLowerCase();
-  if (!HEX.test(want) || want.length < MIN_PREFIX || want.length > 64) {
-    throw new RequestError(
-      NOT_FOUND,
-      `invalid checkpoint ${
-        JSON.stringify(ref)
-      }: give its id or at least ${MIN_PREFIX} of its first hex digits (marsh log lists them)`,
-    );
-  }
-  const sessions = s === null ? j.listSessions({ project, all: true }) : [s];
-  const found = new Map<string, CheckpointRecord>();
-  for (const session of sessions) {
-    for (const entry of j.sessionLog(session.id, { all: true })) {
-      const c = entry.checkpoint;
-      if (c.project === project && c.id.startsWith(want)) found.set(c.id, c);
-    }
-  }
-  if (found.size === 1) return [...found.values()][0]!;
-  const where = s === null ? project : `session "${s.name}"`;
-  if (found.size === 0) throw new RequestError(NOT_FOUND, `no checkpoint ${ref} in ${where}`);
-  throw new RequestError(
-    NOT_FOUND,
-    `checkpoint ${ref} is ambiguous in ${where}: ${
-      [...found.keys()].map((id) => id.slice(0, 12)).join(", ")
-    }; give more of its digits`,
-  );
 }
 
 /** How an operation ended, in words (`exited 3`). */

@@ -56,6 +56,9 @@ import { streamLogs } from "./branch_logs.ts";
 import { BranchPool } from "./pool.ts";
 import { Server } from "./server.ts";
 import { Resolutions } from "./resolutions.ts";
+import { Sessions } from "./sessions.ts";
+import { SessionFs } from "../protocol/splitfs_session_client.ts";
+import type { LocatedReply } from "../protocol/splitfs.ts";
 import { runGitPlanner } from "./git_planner.ts";
 import { RequestError } from "./request_error.ts";
 import { type Settings, settingsFromEnv, Splits } from "./splits.ts";
@@ -277,7 +280,9 @@ async function main(): Promise<number> {
     gc: async (cwd, dryRun) => {
       if (!dryRun) sweepAttempts(home, journal, log);
       try {
-        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun });
+        // The checkpoint stacks the journal still needs (marsh rollback, marsh fork).
+        const keep = await sessions.gcKeep(cwd);
+        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun, keep });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };
       } catch (error) {
         if (error instanceof SplitfsError) throw new RequestError(2, error.message);
@@ -309,6 +314,24 @@ async function main(): Promise<number> {
   if (settled > 0) log.info(`restart: ${settled} interrupted resolutions settled`);
   server.attachResolutions(resolutions);
   server.attachCheckpoints({ checkpoints: journal.checkpoints, splitfs });
+  const sessions = new Sessions({
+    journal,
+    store: new SessionFs(splitfs),
+    locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
+    log,
+    now: () => Date.now(),
+    op: {
+      worker,
+      home: Deno.realPathSync(home),
+      namespace: splitfs.namespace,
+      view: shellView,
+      graceMs: settings.graceMs,
+      pause: (step) => splits.pause(step),
+    },
+  });
+  // Before any request: operations a crash left live are settled, views remounted.
+  await sessions.recover();
+  server.attachSessions(sessions);
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

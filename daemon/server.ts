@@ -20,6 +20,7 @@ import {
 } from "../protocol/control_dir.ts";
 import type { ClientFrame, GcReply, LogsRequest } from "../protocol/daemon.ts";
 import { RESOLVE_CLIENT_FRAMES, type ResolveClientFrame } from "../protocol/daemon_resolve.ts";
+import { SESSION_CLIENT_FRAMES, type SessionClientFrame } from "../protocol/daemon_session.ts";
 import { MAX_JOB_CONNECTIONS, TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
 import { type Authority, Conn } from "./conn.ts";
 import type { Housekeeping } from "./housekeeping.ts";
@@ -27,6 +28,7 @@ import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
 import type { Resolutions } from "./resolutions.ts";
+import type { Sessions } from "./sessions.ts";
 import { RequestError } from "./request_error.ts";
 import type { BranchSockets, Splits } from "./splits.ts";
 import type { CheckpointDeps } from "./checkpoint_find.ts";
@@ -106,6 +108,7 @@ export class Server implements BranchSockets {
   #housekeeping: Housekeeping | null = null;
   #resolutions: Resolutions | null = null;
   #checkpoints: CheckpointDeps | null = null;
+  #sessions: Sessions | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -151,6 +154,11 @@ export class Server implements BranchSockets {
       throw new RequestError(125, "checkpoints are not available in this daemon");
     }
     return this.#checkpoints;
+  }
+
+  /** Wires `marsh session`, `sessions`, `op`, `log`, `rollback` and `fork`. */
+  attachSessions(sessions: Sessions): void {
+    this.#sessions = sessions;
   }
 
   #resolver(): Resolutions {
@@ -429,6 +437,12 @@ export class Server implements BranchSockets {
         // Any socket may ask; only a split's creator is answered (daemon/resolve_context.ts).
         return await this.#resolver().serve(conn, frame as ResolveClientFrame);
       default:
+        if (SESSION_CLIENT_FRAMES.has(frame.t)) {
+          if (this.#sessions === null) {
+            throw new RequestError(125, "checkpoint sessions are not available in this daemon");
+          }
+          return await this.#sessions.serve(conn, frame as SessionClientFrame);
+        }
         throw new RequestError(2, `unexpected ${frame.t} frame to start a request`);
     }
   }

@@ -12,6 +12,8 @@
 import type { KitLaunch } from "../protocol/kit_launch.ts";
 import { encodeFrame, readFrames } from "../protocol/frame.ts";
 import {
+  type ArgvProgram,
+  type FifoStdio,
   type FileStdio,
   type KitResetDoneEvent,
   type LaunchBase,
@@ -30,6 +32,9 @@ import { entryCommand } from "../protocol/entrypoints.ts";
 export type LaunchSpec =
   & Omit<LaunchBase & ScriptProgram & FileStdio, "v" | "t" | "outputLimit">
   & Required<Pick<FileStdio, "outputLimit">>;
+
+/** What a checkpoint operation's attempt runs with: the launch frame without its envelope. */
+export type OperationLaunchSpec = Omit<LaunchBase & ArgvProgram & FifoStdio, "v" | "t">;
 
 /** The events of one attempt. */
 export interface AttemptEvents {
@@ -227,6 +232,15 @@ export class WorkerLink {
 
   /** Launches a shell branch attempt; its events go to `events`. */
   launch(spec: LaunchSpec, events: AttemptEvents): Promise<void> {
+    this.#attempts.set(spec.attempt, events);
+    return this.#send({ v: 1, t: "launch", ...spec, env: { ...spec.env } });
+  }
+
+  /**
+   * Launches a checkpoint operation (its argv, its stdio on the caller's
+   * FIFOs; docs/checkpoints.md "An operation"); its events go to `events`.
+   */
+  launchOperation(spec: OperationLaunchSpec, events: AttemptEvents): Promise<void> {
     this.#attempts.set(spec.attempt, events);
     return this.#send({ v: 1, t: "launch", ...spec, env: { ...spec.env } });
   }

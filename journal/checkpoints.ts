@@ -23,6 +23,8 @@ import {
   time,
 } from "./_checkpoint_rows.ts";
 import * as sessions from "./_checkpoint_sessions.ts";
+import * as changed from "./_checkpoint_changes.ts";
+import type { OperationChanges, OperationView } from "./_checkpoint_changes.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
 import type {
@@ -33,6 +35,7 @@ import type {
 } from "../model/checkpoint.ts";
 
 export type { BindResult, NewOperation, RecordResult, StaleHead } from "./_checkpoint_ops.ts";
+export type { ChangedPath, OperationChanges, OperationView } from "./_checkpoint_changes.ts";
 export type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 
 /** Sessions, checkpoints and operations in the journal. */
@@ -173,7 +176,9 @@ export class CheckpointJournal {
   /**
    * `drained -> sealing`: the write-ahead intent, before the layer is sealed:
    * the exact root id and layer id it must produce, and the changed set's
-   * digest. Returns false, changing nothing, from another state.
+   * digest. Returns false, changing nothing, from another state. With
+   * `paths`, what the capture listed is kept in the same transaction (for
+   * `marsh log`): the intent stays one durability step.
    *
    * @throws {TypeError} for a root equal to the operation's base: no change
    *   is bound without an intent
@@ -182,8 +187,15 @@ export class CheckpointJournal {
     id: string,
     intent: { readonly root: string; readonly layer: string; readonly changes: string },
     nowMs: number,
+    paths?: OperationChanges,
   ): boolean {
-    return ops.recordIntent(this.#c, id, intent, nowMs);
+    if (paths === undefined) return ops.recordIntent(this.#c, id, intent, nowMs);
+    // The nested writes are savepoints of this one transaction.
+    return this.#c.write("record intent", () => {
+      const moved = ops.recordIntent(this.#c, id, intent, nowMs);
+      if (moved) changed.recordChanges(this.#c, id, paths);
+      return moved;
+    });
   }
 
   /**
@@ -212,6 +224,37 @@ export class CheckpointJournal {
    */
   rollback(sessionId: string, target: string, expectedHead: string): RollbackResult {
     return sessions.rollback(this.#c, sessionId, target, expectedHead);
+  }
+
+  /**
+   * Keeps what an operation's capture listed (`marsh log`): how many paths
+   * changed and the first of them. Written once, before the intent; the
+   * same again is a no-op.
+   *
+   * @throws {Deno.errors.NotFound} for an unknown operation
+   */
+  recordChanges(id: string, changes: OperationChanges): void {
+    changed.recordChanges(this.#c, id, changes);
+  }
+
+  /** What {@linkcode CheckpointJournal.recordChanges} kept for an operation, or null. */
+  changesOf(id: string): OperationChanges | null {
+    return this.#c.read("read operation changes", () => changed.changesOf(this.#c, id));
+  }
+
+  /**
+   * Keeps how an operation saw the project (`project` or `relative`), before
+   * it is launched; the same again is a no-op.
+   *
+   * @throws {Deno.errors.NotFound} for an unknown operation
+   */
+  recordView(id: string, view: OperationView): void {
+    changed.recordView(this.#c, id, view);
+  }
+
+  /** What {@linkcode CheckpointJournal.recordView} kept for an operation, or null. */
+  viewOf(id: string): OperationView | null {
+    return this.#c.read("read operation view", () => changed.viewOf(this.#c, id));
   }
 
   /**

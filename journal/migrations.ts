@@ -358,6 +358,27 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE state IN ('recorded', 'launched', 'drained', 'sealing');
     `,
   },
+  {
+    version: 10,
+    name: "the paths an operation changed and the view it ran in, for marsh log (issue 14)",
+    // docs/checkpoints.md "Rollback, fork, log": what the capture listed, kept
+    // with the operation (at most 1,000 paths; `changed` counts them all).
+    sql: `
+      CREATE TABLE operation_changes (
+        operation TEXT PRIMARY KEY NOT NULL REFERENCES operations (id),
+        changed INTEGER NOT NULL CHECK (changed >= 0),
+        truncated INTEGER NOT NULL CHECK (truncated IN (0, 1)),
+        paths TEXT NOT NULL CHECK (json_valid(paths) AND json_type(paths) = 'array')
+      ) STRICT;
+      -- How the operation saw the project (docs/checkpoints.md "An operation", step 2):
+      -- \`project\` (its overlay at the project's path) or \`relative\` (its cwd only).
+      CREATE TABLE operation_views (
+        operation TEXT PRIMARY KEY NOT NULL REFERENCES operations (id),
+        view TEXT NOT NULL CHECK (view IN ('project', 'relative')),
+        reason TEXT NOT NULL
+      ) STRICT;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -47,6 +47,15 @@ import {
   parseCheckpointClientFrame,
 } from "./daemon_checkpoint.ts";
 import {
+  parseSessionClientFrame,
+  SESSION_CLIENT_FRAMES,
+  SESSION_DAEMON_FRAMES,
+  type SessionClientFrame,
+  type SessionDaemonFrame,
+  SessionFrameError,
+  sessionReplyOk,
+} from "./daemon_session.ts";
+import {
   type CompareCancelFrame,
   type CompareReply,
   compareReplyOk,
@@ -231,6 +240,7 @@ export type ClientFrame =
   | ResolveClientFrame
   | DiscardRequest
   | CheckpointClientFrame
+  | SessionClientFrame
   | CompareCancelFrame;
 
 /** The split was accepted and journaled; its id. */
@@ -394,6 +404,7 @@ export type DaemonFrame =
   | ResolveDaemonFrame
   | DiscardedReply
   | CheckpointDaemonFrame
+  | SessionDaemonFrame
   | OkReply
   | ErrorReply;
 
@@ -626,6 +637,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
       throw error;
     }
   }
+  if (typeof x.t === "string" && SESSION_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseSessionClientFrame(x);
+    } catch (error) {
+      if (error instanceof SessionFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
   if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
     try {
       return parseResolveClientFrame(x);
@@ -671,6 +690,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     "error",
     ...RESOLVE_DAEMON_FRAMES,
     ...CHECKPOINT_DAEMON_FRAMES,
+    ...SESSION_DAEMON_FRAMES,
   ];
   if (typeof x.t !== "string" || !known.includes(x.t)) {
     throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
@@ -716,6 +736,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     throw new DaemonProtocolError("malformed compare frame");
   }
   if (CHECKPOINT_DAEMON_FRAMES.has(x.t) && !checkpointReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
+  }
+  if (SESSION_DAEMON_FRAMES.has(x.t) && !sessionReplyOk(x)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if (RESOLVE_DAEMON_FRAMES.has(x.t) && !resolveReplyOk(x)) {

@@ -74,6 +74,15 @@ import {
   parseExportRequest,
 } from "./splitfs_export.ts";
 import {
+  isLayerId,
+  parseSessionReply,
+  parseSessionRequest,
+  SESSION_REPLIES,
+  SESSION_REQUESTS,
+  type SessionReply,
+  type SessionRequest,
+} from "./splitfs_session.ts";
+import {
   type OutCheckedReply,
   type OutRequest,
   parseOutCheckedReply,
@@ -165,7 +174,16 @@ export interface GcRequest {
   /** The caller's cwd, absolute: the project is located from it. */
   readonly cwd: string;
   readonly dryRun: boolean;
+  /**
+   * Layer ids to keep besides those the project's directories pin (the
+   * checkpoint stacks the daemon's journal still needs); each keeps its
+   * stack below it. At most {@linkcode MAX_GC_KEEP}.
+   */
+  readonly keep?: readonly string[];
 }
+
+/** At most this many layer ids in a `gc` request's `keep`. */
+export const MAX_GC_KEEP = 100_000;
 
 /** Fork a created split for one branch. `progress` replies may come before `forked`. */
 export interface ForkRequest {
@@ -263,6 +281,7 @@ export type SplitfsRequest =
   | CompareDropRequest
   | ResolveRequest
   | ExportRequest
+  | SessionRequest
   | DropForkRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -424,6 +443,7 @@ export type SplitfsReply =
   | OutCheckedReply
   | ResolveReply
   | ExportReply
+  | SessionReply
   | BranchStatsReply
   | CompareForkedReply
   | OkReply
@@ -468,6 +488,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   if (typeof x.t === "string" && RESOLVE_REQUESTS.has(x.t)) return parseResolveRequest(x);
   if (typeof x.t === "string" && DISCARD_REQUESTS.has(x.t)) return parseDiscardRequest(x);
   if (typeof x.t === "string" && EXPORT_REQUESTS.has(x.t)) return parseExportRequest(x);
+  if (typeof x.t === "string" && SESSION_REQUESTS.has(x.t)) return parseSessionRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
@@ -493,8 +514,24 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     }
     case "probe":
       return { v: 1, t: "probe", dir: absPath(x, "dir"), forks: forkPolicy(x) };
-    case "gc":
-      return { v: 1, t: "gc", cwd: absPath(x, "cwd"), dryRun: bool(x, "dryRun") };
+    case "gc": {
+      const keep = x.keep;
+      if (
+        keep !== undefined &&
+        (!Array.isArray(keep) || keep.length > MAX_GC_KEEP || !keep.every(isLayerId))
+      ) {
+        throw new ProtocolError(
+          `malformed gc frame: keep must be a list of at most ${MAX_GC_KEEP} layer ids`,
+        );
+      }
+      return {
+        v: 1,
+        t: "gc",
+        cwd: absPath(x, "cwd"),
+        dryRun: bool(x, "dryRun"),
+        ...(keep === undefined ? {} : { keep }),
+      };
+    }
     case "publish":
     case "manifest":
     case "out-check":
@@ -559,6 +596,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
   }
   if (typeof x.t === "string" && RESOLVE_REPLIES.has(x.t)) return parseResolveReply(x);
   if (typeof x.t === "string" && EXPORT_REPLIES.has(x.t)) return parseExportReply(x);
+  if (typeof x.t === "string" && SESSION_REPLIES.has(x.t)) return parseSessionReply(x);
   switch (x.t) {
     case "chunk":
       // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.

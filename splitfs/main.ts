@@ -45,6 +45,7 @@ import { SplitWorkspace } from "./workspace/workspace.ts";
 import { handleResolution } from "./resolve/frames.ts";
 import { handleExport } from "./export/frames.ts";
 import { ExportError } from "./export/export_errors.ts";
+import { handleSession } from "./session/frames.ts";
 import { ProjectRecovery } from "./resolve/recovery.ts";
 
 const CHUNK = 256 * 1024;
@@ -117,6 +118,22 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "export-root":
     case "checkpoint-patch":
       send(handleExport(req, new ChunkSender()));
+      return;
+    case "session-open":
+    case "view-mount":
+    case "op-prepare":
+    case "op-capture":
+    case "op-seal":
+    case "op-drop":
+    case "layer-check":
+    case "session-close":
+      send(
+        await handleSession(req, {
+          locks,
+          atFirstHold: (root) => recovery.atFirstHold(root),
+          progress: progressSender(progressMs),
+        }),
+      );
       return;
     case "diff": {
       const out = new ChunkSender();
@@ -266,7 +283,7 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "gc": {
       const root = locateProject(req.cwd).root;
       await recovery.atFirstHold(root);
-      const r = collectLayers(root, req.dryRun);
+      const r = collectLayers(root, req.dryRun, req.keep ?? []);
       send({ v: 1, t: "collected", ...r });
       return;
     }

@@ -214,12 +214,12 @@ Deno.test({
   const bad = await sb.marsh(["commit", "--ref", "main"]);
   assert.equal(bad.code, 2, show(bad));
   assert.match(bad.stderr, /not a full ref name; give one like refs\/heads\/my-branch/);
-  const none = await sb.marsh(["commit", "--checkpoint", "ffff", "--ref", "refs/heads/x"]);
+  const none = await sb.marsh(["commit", "--checkpoint", "ffffffff", "--ref", "refs/heads/x"]);
   assert.equal(none.code, 2, show(none));
-  assert.match(none.stderr, /no checkpoint ffff/);
+  assert.match(none.stderr, /unknown checkpoint ffffffff/);
   const session = await sb.marsh(["commit", "--session", "nope", "--ref", "refs/heads/x"]);
   assert.equal(session.code, 2, show(session));
-  assert.match(session.stderr, /no open session "nope".*open sessions: fix/);
+  assert.match(session.stderr, /no open session "nope".*open: fix/);
   assert.equal((await sb.runGit(["rev-parse", "--verify", "-q", "refs/heads/x"])).code, 1);
 });
 
@@ -399,7 +399,7 @@ Deno.test({
 }, async () => {
   await using w = await world();
   const { sb } = w;
-  const text = await sb.marsh(["show", w.child.id.slice(0, 6)]);
+  const text = await sb.marsh(["show", w.child.id.slice(0, 8)]);
   ok(text, "show");
   assert.match(text.stdout, new RegExp(`checkpoint  ${w.child.id}\n`));
   for (

@@ -43,6 +43,15 @@ const SYMBOLS = {
   realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
   mknodat: { parameters: ["i32", "buffer", "u32", "u64"], result: "i32" },
   lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
+  llistxattr: { parameters: ["buffer", "buffer", "usize"], result: "isize" },
+  lremovexattr: { parameters: ["buffer", "buffer"], result: "i32" },
+  lsetxattr: { parameters: ["buffer", "buffer", "buffer", "usize", "i32"], result: "i32" },
+  // glibc 2.36 and later; optional so an older glibc still loads the rest.
+  move_mount: {
+    parameters: ["i32", "buffer", "i32", "buffer", "u32"],
+    result: "i32",
+    optional: true,
+  },
   mount: { parameters: ["buffer", "buffer", "buffer", "u64", "buffer"], result: "i32" },
   umount2: { parameters: ["buffer", "i32"], result: "i32" },
   syncfs: { parameters: ["i32"], result: "i32" },

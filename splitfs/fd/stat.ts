@@ -181,6 +181,11 @@ function secOf(v: DataView, off: number): number {
   return v.getUint32(off, true) + v.getInt32(off + 4, true) * 4294967296;
 }
 
+/** The device numbers (`stx_rdev_major`, `stx_rdev_minor`) the last successful {@linkcode statxInto} wrote. */
+export function decodeRdev(): readonly [number, number] {
+  return [statxView.getUint32(128, true), statxView.getUint32(132, true)];
+}
+
 /** The stat the last successful {@linkcode statxInto} wrote. */
 export function decodeStatx(): Stat {
   const v = statxView;

@@ -228,6 +228,25 @@ export function mountReadOnly(mode: OverlayMode, lowers: readonly Dir[], target:
 }
 
 /**
+ * Mounts a read-write overlay of `lowers` (top first, at least one) with
+ * `upper` and `work` (empty directories on one file system) on `target`:
+ * an operation's private view (splitfs/session/op_dir.ts). `upperPath` is
+ * recorded for messages.
+ *
+ * @throws {MountError} when mount(2) refuses, or the options would not fit one page
+ */
+export function mountReadWrite(
+  mode: OverlayMode,
+  lowers: readonly Dir[],
+  layer: { readonly upper: Dir; readonly work: Dir },
+  target: Dir,
+  upperPath: string,
+): MountRecord {
+  if (lowers.length === 0) throw new TypeError("an overlay needs at least one lower dir");
+  return mountOverlay(mode, lowers, layer, target, MS_NOSUID | MS_NODEV, upperPath);
+}
+
+/**
  * Forks as overlay mounts: `split/<label>` is the merged view of the lower
  * stack and the fork's own `split/.overlay/<label>/upper`. O(1) in the size
  * of the tree; capture compares only what the upper dir holds.

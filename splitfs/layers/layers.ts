@@ -91,11 +91,29 @@ import {
   walkLayer,
   type WalkResult,
 } from "./layer_walk.ts";
-import { HEAD_SUFFIX, INDEX, isErrno, LayersDir, writeDurable } from "./layers_dir.ts";
+import {
+  HEAD_SUFFIX,
+  type HeadStack,
+  INDEX,
+  isErrno,
+  LayersDir,
+  newId,
+  writeDurable,
+} from "./layers_dir.ts";
+import {
+  type AdoptedLayer,
+  checkLayer,
+  type LayerCheck,
+  sealStaged,
+  stackOfIds,
+} from "./layer_adopt.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
 import { phaseEnd, phaseStart } from "../phase_times.ts";
 
 export type { LayerSnapshotOptions, SnapshotCounts } from "./layer_walk.ts";
+export type { AdoptedLayer, LayerCheck } from "./layer_adopt.ts";
+export type { HeadStack } from "./layers_dir.ts";
+export type { LayerMeta } from "./layer_seal.ts";
 export { releaseIndexCache } from "./layers_dir.ts";
 export { DATA, LAYER_ID, LayerError, SEALED };
 export { PHASE_READ, PHASE_WRITE } from "./layer_walk.ts";
@@ -289,6 +307,43 @@ export class LayerStore implements Disposable {
       this.#dir.discard(EMPTY_DIR);
     }
     throw new LayerError(EMPTY_DIR, "cannot be made empty");
+  }
+
+  /**
+   * The verified stack `ids` (bottom first) and its top's index, for a
+   * layer adopted on top of it (`layer_adopt.ts`).
+   *
+   * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
+   */
+  stackOf(ids: readonly string[]): HeadStack {
+    return stackOfIds(this.#dir, ids);
+  }
+
+  /** The first layer of `stack` whose data no longer matches its seal, as a message; `null` when none. */
+  checkStack(stack: HeadStack): string | null {
+    return this.#dir.checkData(stack.metas);
+  }
+
+  /**
+   * The store's way in for a layer written elsewhere: seals the wrapper
+   * `staging/<name>` as `layer` and renames it into the store (see
+   * {@linkcode sealStaged}). No chain's head moves.
+   */
+  adopt(staging: Dir, name: string, layer: AdoptedLayer): LayerMeta {
+    return sealStaged(this.#dir, staging, name, layer);
+  }
+
+  /** Layer `id` read back by its id and the root id it should hold (see {@linkcode checkLayer}). */
+  check(id: string, rootId: string): LayerCheck {
+    return checkLayer(this.#dir, id, rootId);
+  }
+
+  /** A fresh layer id, not used in the store. */
+  freshId(): string {
+    for (;;) {
+      const id = newId();
+      if (this.#dir.layers.statAt(id) === null) return id;
+    }
   }
 
   /** Every sealed layer, oldest first. Unsealed or malformed directories are left out. */

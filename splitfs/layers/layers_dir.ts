@@ -156,7 +156,7 @@ export class LayersDir implements Disposable {
       if (other) {
         return { stack: null, problem: `layer "${other.id}" belongs to chain ${other.chain}` };
       }
-      const index = this.#loadIndex(topMeta);
+      const index = this.loadIndex(topMeta);
       return { stack: { ids: metas.map((m) => m.id), metas, top: topMeta, index }, problem: null };
     } catch (error) {
       // A head we cannot trust is replaced by a full copy, never patched.
@@ -201,7 +201,12 @@ export class LayersDir implements Disposable {
     return metas.reverse();
   }
 
-  #loadIndex(meta: LayerMeta): LayerIndex {
+  /**
+   * The parsed index of a sealed layer (cached), checked against its meta.
+   *
+   * @throws {LayerError} when it is missing or does not match
+   */
+  loadIndex(meta: LayerMeta): LayerIndex {
     const key = this.#cacheKey(meta.id);
     const hit = cache.get(key);
     if (hit) return hit;

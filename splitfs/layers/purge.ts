@@ -31,6 +31,7 @@ import {
 import { MountPointError } from "../fd/mount_boundary.ts";
 import { GIT_OBJECTS_LINK } from "../../protocol/fork_view.ts";
 import type { ProjectLocks } from "../project_lock.ts";
+import { SESSION_DIR } from "../../model/checkpoint.ts";
 
 /** `.marsh/.gitignore` (`*`): keeps the state out of Git. */
 const GITIGNORE = ".gitignore";
@@ -42,6 +43,7 @@ const OURS = new Set([
   LAYERS_DIR,
   TRASH_DIR,
   GIT_OBJECTS_LINK,
+  SESSION_DIR,
 ]);
 /** The command a refusal's fix ends with. */
 const AGAIN = "marsh gc --all";
@@ -86,6 +88,7 @@ export function purgeProject(
   using marsh = rootDir.openDir(MARSH_DIR);
   locks.hold(marsh, root);
   refuseUnknownSplits(marsh, root, opts.known);
+  refuseSessions(marsh, root);
   const left = marsh.entries().map((e) => e.name).filter((n) => !OURS.has(n)).sort(compareNames);
   const { layers, bytes, problem } = removeLayers(marsh, opts.dryRun);
   if (opts.dryRun || problem !== null) {
@@ -99,6 +102,7 @@ export function purgeProject(
     return { layers, bytes, gone: false, left, problem: error.withFix(AGAIN).message };
   }
   if (marsh.statAt(SPLIT_DIR)?.kind === "dir") marsh.rmdir(SPLIT_DIR);
+  if (marsh.statAt(SESSION_DIR)?.kind === "dir") marsh.rmdir(SESSION_DIR);
   if (marsh.statAt(GIT_OBJECTS_LINK)?.kind === "symlink") marsh.unlink(GIT_OBJECTS_LINK);
   if (marsh.statAt(GITIGNORE)?.kind === "file") marsh.unlink(GITIGNORE);
   locks.removeHeld(marsh, root);
@@ -130,6 +134,27 @@ function refuseUnknownSplits(marsh: Dir, root: string, known: ReadonlySet<string
     }, remove ${
       unknown.length === 1 ? "it" : "them"
     } yourself (unmount what is mounted there first), then run ${AGAIN} again`,
+  );
+}
+
+/**
+ * A checkpoint session's view and operations stack layers this purge would
+ * delete from under them: the daemon closes its sessions first, and any
+ * session dir left refuses the purge before anything is deleted.
+ */
+function refuseSessions(marsh: Dir, root: string): void {
+  if (marsh.statAt(SESSION_DIR)?.kind !== "dir") return;
+  using sessions = marsh.openDir(SESSION_DIR);
+  const names = sessions.entries().map((e) => e.name).sort(compareNames);
+  if (names.length === 0) return;
+  throw new RefusedError(
+    `checkpoint session${names.length === 1 ? "" : "s"} ${names.join(", ")} ${
+      names.length === 1 ? "is" : "are"
+    } still in ${root}/${MARSH_DIR}/${SESSION_DIR}, and ${
+      names.length === 1 ? "its" : "their"
+    } view stacks layers this would delete: nothing was removed; remove ${
+      names.length === 1 ? "it" : "them"
+    } (marsh session rm NAME), then run ${AGAIN} again`,
   );
 }
 

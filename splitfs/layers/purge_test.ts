@@ -147,3 +147,27 @@ Deno.test({
     if (mounted(point)) tool("umount", [point]);
   }
 });
+
+Deno.test({
+  name:
+    "purge refuses while a checkpoint session dir is left, removing nothing; an empty session/ goes",
+  permissions: perms,
+}, () => {
+  using sb = sandbox("marsh-purge-test-");
+  const layers = store3(sb.root);
+  Deno.mkdirSync(`${sb.root}/.marsh/session/fix`, { recursive: true });
+  const locks = new ProjectLocks(null);
+  assert.throws(
+    () => purgeProject(sb.root, locks, { known: new Set(), dryRun: false }),
+    /^RefusedError: checkpoint session fix is still in .*: nothing was removed; remove it \(marsh session rm NAME\)/,
+  );
+  assert.deepEqual(
+    [...Deno.readDirSync(`${sb.root}/.marsh/layers`)].map((e) => e.name).filter((n) =>
+      layers.includes(n)
+    ).sort(),
+    layers,
+  );
+  Deno.removeSync(`${sb.root}/.marsh/session/fix`);
+  const r = purgeProject(sb.root, locks, { known: new Set(), dryRun: false });
+  assert.deepEqual(r, { layers, bytes: 3, gone: true, left: [], problem: null });
+});

@@ -15,7 +15,8 @@ import { SnapshotError } from "../errors.ts";
 import { CopyForkStrategy, type ForkStrategy } from "../fork/fork.ts";
 import { GITFILE_ROOT_REFUSAL, type GitSource, readGitSource } from "../git/git_source.ts";
 import { type IgnoreInputs, ignoreRulesOf, loadIgnoreInputs } from "../git/ignore_load.ts";
-import { ignoreKeyOf, LayerStore } from "../layers/layers.ts";
+import { LayerStore } from "../layers/layers.ts";
+import { snapshotProject } from "./project_snapshot.ts";
 import { ensureObjectsLink } from "../git/objects_link.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
 import { chooseForks } from "../fork/fork_choice.ts";
@@ -191,14 +192,13 @@ export function createSplit(opts: CreateOptions): Held {
     let strategy: ForkStrategy;
     if (choice.mode !== null) {
       using store = LayerStore.open(marsh);
-      const snap = store.snapshot({
-        source: rootDir,
-        ignore: rules,
-        skipTop: new Set([MARSH_DIR]),
-        chain: opts.withIgnored ? "with-ignored" : "tracked",
-        ignoreKey: ignoreKeyOf(opts.withIgnored ? null : ignore),
-        progress: opts.progress,
-      });
+      const snap = snapshotProject(
+        store,
+        rootDir,
+        ignore,
+        opts.withIgnored ?? false,
+        opts.progress,
+      );
       // Recorded before anything is mounted: the collector keeps what a split dir names.
       dir.writeNewFile(LAYERS_FILE, enc.encode(`${snap.layers.join("\n")}\n`), 0o644);
       const lowers = [...snap.layers].reverse().map((id) => store.openData(id));

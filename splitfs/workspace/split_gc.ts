@@ -1,6 +1,8 @@
 /**
  * `marsh gc` (docs/guide.md, "Snapshot layers and marsh gc"): the layers a
- * project's split dirs name are kept, the others deleted from its layer store.
+ * project's split dirs and checkpoint session dirs name, and those the
+ * caller keeps (the daemon's checkpoint stacks), are kept; the others are
+ * deleted from its layer store.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -11,10 +13,12 @@ import { Dir } from "../fd/dir.ts";
 import { RefusedError } from "../errors.ts";
 import { LayerStore } from "../layers/layers.ts";
 import { LAYERS_DIR, LAYERS_FILE, MARSH_DIR, SPLIT_DIR } from "../../model/layout.ts";
+import { sessionPins } from "../session/session_pins.ts";
 
 /**
  * `marsh gc`: deletes the project's layers that no split dir names (kept
- * splits included) and no chain head stacks. Every split dir on disk holds
+ * splits included), no session dir or op dir pins, `keep` does not list
+ * and no chain head stacks (each kept layer keeps the stack below it). Every split dir on disk holds
  * the list of its layers from before its base was mounted, so a mounted
  * layer is always referenced.
  *
@@ -24,6 +28,7 @@ import { LAYERS_DIR, LAYERS_FILE, MARSH_DIR, SPLIT_DIR } from "../../model/layou
 export function collectLayers(
   root: string,
   dryRun: boolean,
+  keep: readonly string[] = [],
 ): { root: string; removed: string[]; bytes: number; kept: number } {
   using rootDir = Dir.openAbsolute(root);
   if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") {
@@ -34,7 +39,8 @@ export function collectLayers(
   using marsh = rootDir.openDir(MARSH_DIR);
   if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
   using store = LayerStore.open(marsh);
-  const referenced = new Set<string>();
+  const referenced = new Set<string>(keep);
+  for (const id of sessionPins(marsh)) referenced.add(id);
   if (marsh.statAt(SPLIT_DIR)?.kind === "dir") {
     using splits = marsh.openDir(SPLIT_DIR);
     for (const e of splits.entries()) {

@@ -22,6 +22,7 @@ import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
 import { registerCheckpointCommands } from "./client/checkpoint_commands.ts";
+import { registerCheckoutCommand } from "./client/checkout_command.ts";
 import {
   daemonStartCommand,
   daemonStatusCommand,
@@ -115,6 +116,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
   registerCheckpointCommands(program, ctx);
+  registerCheckoutCommand(program, ctx);
 }
 
 if (import.meta.main) {

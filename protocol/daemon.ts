@@ -47,6 +47,12 @@ import {
   parseCheckpointClientFrame,
 } from "./daemon_checkpoint.ts";
 import {
+  CHECKOUT_CLIENT_FRAMES,
+  CheckoutFrameError,
+  type CheckoutRequest,
+  parseCheckoutClientFrame,
+} from "./daemon_checkout.ts";
+import {
   type CompareCancelFrame,
   type CompareReply,
   compareReplyOk,
@@ -231,6 +237,7 @@ export type ClientFrame =
   | ResolveClientFrame
   | DiscardRequest
   | CheckpointClientFrame
+  | CheckoutRequest
   | CompareCancelFrame;
 
 /** The split was accepted and journaled; its id. */
@@ -623,6 +630,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return parseCheckpointClientFrame(x);
     } catch (error) {
       if (error instanceof CheckpointFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
+  if (typeof x.t === "string" && CHECKOUT_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseCheckoutClientFrame(x);
+    } catch (error) {
+      if (error instanceof CheckoutFrameError) throw new DaemonProtocolError(error.message);
       throw error;
     }
   }

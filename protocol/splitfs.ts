@@ -74,6 +74,15 @@ import {
   parseExportRequest,
 } from "./splitfs_export.ts";
 import {
+  CHECKOUT_REPLIES,
+  CHECKOUT_REQUESTS,
+  checkoutFrameToWire,
+  type CheckoutReply,
+  type CheckoutRequest,
+  parseCheckoutReply,
+  parseCheckoutRequest,
+} from "./splitfs_checkout.ts";
+import {
   type OutCheckedReply,
   type OutRequest,
   parseOutCheckedReply,
@@ -263,6 +272,7 @@ export type SplitfsRequest =
   | CompareDropRequest
   | ResolveRequest
   | ExportRequest
+  | CheckoutRequest
   | DropForkRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -424,6 +434,7 @@ export type SplitfsReply =
   | OutCheckedReply
   | ResolveReply
   | ExportReply
+  | CheckoutReply
   | BranchStatsReply
   | CompareForkedReply
   | OkReply
@@ -455,6 +466,9 @@ function wireIdentity(v: unknown, where: string): WireIdentity {
  * signatures as their JSON documents; every other frame is its own wire form.
  */
 export function splitfsToWire(f: SplitfsRequest | SplitfsReply): unknown {
+  if (CHECKOUT_REQUESTS.has(f.t) || CHECKOUT_REPLIES.has(f.t)) {
+    return checkoutFrameToWire(f as CheckoutRequest | CheckoutReply);
+  }
   return RESOLVE_REQUESTS.has(f.t) || RESOLVE_REPLIES.has(f.t)
     ? resolveFrameToWire(f as ResolveRequest | ResolveReply)
     : f;
@@ -468,6 +482,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   if (typeof x.t === "string" && RESOLVE_REQUESTS.has(x.t)) return parseResolveRequest(x);
   if (typeof x.t === "string" && DISCARD_REQUESTS.has(x.t)) return parseDiscardRequest(x);
   if (typeof x.t === "string" && EXPORT_REQUESTS.has(x.t)) return parseExportRequest(x);
+  if (typeof x.t === "string" && CHECKOUT_REQUESTS.has(x.t)) return parseCheckoutRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
@@ -559,6 +574,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
   }
   if (typeof x.t === "string" && RESOLVE_REPLIES.has(x.t)) return parseResolveReply(x);
   if (typeof x.t === "string" && EXPORT_REPLIES.has(x.t)) return parseExportReply(x);
+  if (typeof x.t === "string" && CHECKOUT_REPLIES.has(x.t)) return parseCheckoutReply(x);
   switch (x.t) {
     case "chunk":
       // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.

@@ -44,6 +44,7 @@ import { collectLayers } from "./workspace/split_gc.ts";
 import { SplitWorkspace } from "./workspace/workspace.ts";
 import { handleResolution } from "./resolve/frames.ts";
 import { handleExport } from "./export/frames.ts";
+import { handleCheckout } from "./checkout/frames.ts";
 import { ExportError } from "./export/export_errors.ts";
 import { ProjectRecovery } from "./resolve/recovery.ts";
 
@@ -117,6 +118,10 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "export-root":
     case "checkpoint-patch":
       send(handleExport(req, new ChunkSender()));
+      return;
+    case "checkout-plan":
+    case "checkout-apply":
+      send(await handleCheckout(req, recovery));
       return;
     case "diff": {
       const out = new ChunkSender();

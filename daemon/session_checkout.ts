@@ -146,7 +146,7 @@ export async function checkout(
       plan,
     });
   }
-  return await applyResolution(d, {
+  const applied = await applyResolution(d, {
     split: "",
     label: "",
     kind: "checkout",
@@ -170,4 +170,6 @@ export async function checkout(
         plan,
       }),
   });
+  // The changes it retired (or would have), whatever the end.
+  return { ...applied, sourceChanges: projectChanges, sourceChangesMore: projectChangesMore };
 }

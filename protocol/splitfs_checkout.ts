@@ -159,12 +159,16 @@ export function parseCheckoutReply(x: Record<string, unknown>): CheckoutReply {
   ) {
     throw new ProtocolError("malformed checkout-planned reply: projectChanges");
   }
+  const more = num(x, "projectChangesMore");
+  if (!Number.isSafeInteger(more) || more < 0) {
+    throw new ProtocolError("malformed checkout-planned reply: projectChangesMore");
+  }
   return {
     v: 1,
     t: "checkout-planned",
     plan: plan(x),
     projectChanges: changes,
-    projectChangesMore: num(x, "projectChangesMore"),
+    projectChangesMore: more,
   };
 }
 

@@ -34,7 +34,7 @@ import { applyPlan, type Content } from "../apply/transaction.ts";
 import { StackDir, StackView } from "../export/stack_view.ts";
 import { applyErrorReply, refusedReply } from "../resolve/apply_frame.ts";
 import type { ProjectRecovery } from "../resolve/recovery.ts";
-import { planCheckout } from "./plan_checkout.ts";
+import { planCheckout, targetDirModes } from "./plan_checkout.ts";
 
 /**
  * Answers one checkout frame. The applier's failures become error replies
@@ -158,6 +158,7 @@ async function applyFrame(req: CheckoutApplyRequest): Promise<AppliedReply | App
     const applied = await applyPlan(req.root, req.plan, {
       id: req.resolution,
       content: (f) => dirs.file(f.path),
+      dirModes: targetDirModes(req.plan, target.index),
     });
     return { v: 1, t: "applied", resolution: applied.id, changed: applied.ops.length };
   } catch (error) {

@@ -404,3 +404,23 @@ function takeLeaf(ctx: Ctx, path: string, before: Signature, after: Present): vo
       : { op: "take", path, before, after },
   );
 }
+
+/**
+ * The permission bits of each directory the plan makes, as the target's
+ * index has them (a layer keeps a directory's live bits): the applier makes
+ * them exactly, not with its umask.
+ */
+export function targetDirModes(plan: MergePlan, target: LayerIndex): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const e of plan.entries) {
+    if (e.op !== "take" || e.after.kind !== "dir") continue;
+    let node: IndexNode | null = target.root;
+    let found: Ent | null = null;
+    for (const name of e.path.split("/")) {
+      found = find(node, name);
+      node = childOf(found);
+    }
+    if (found !== null && found.kind === KIND_DIR) out.set(e.path, found.perm);
+  }
+  return out;
+}

@@ -78,6 +78,9 @@ function buildB(root: string): void {
   put(root, "y.txt", "y\n");
   Deno.symlinkSync("y.txt", `${root}/link`);
   Deno.mkdirSync(`${root}/empty`);
+  // Directories the checkout makes get the target's bits, not the umask's.
+  Deno.chmodSync(`${root}/empty`, 0o700);
+  Deno.chmodSync(`${root}/f2d`, 0o750);
 }
 
 function snapshot(sb: Sandbox): StackRef {

@@ -12,7 +12,8 @@
  * stack's (where the project's line began: the session's start, or the
  * checkpoint it last checked out). Every path where the project differs from
  * the target is a `take` or a `delete`; every path where it differs from the
- * base is a project change, which checkout refuses to retire unless told to.
+ * base and which the plan would write is a project change, which checkout
+ * refuses to retire unless told to.
  *
  * A file is compared by kind, permission bits `& 0o777` (the bits a layer
  * keeps) and Git blob id. Its blob id is the index's when the project file's
@@ -63,7 +64,7 @@ const HEX_LENGTH = 40;
 /** The plan, and what the project changed since its line began. */
 export interface CheckoutPlan {
   readonly plan: MergePlan;
-  /** The first `maxListed` paths the project changed since the base, in plan order. */
+  /** The first `maxListed` paths the project changed since the base that the plan writes, in plan order. */
   readonly projectChanges: string[];
   readonly projectChangesMore: number;
 }
@@ -117,8 +118,8 @@ export function planCheckout(inputs: CheckoutInputs): CheckoutPlan {
   using target = new LazyDir("", () => inputs.target.rootDir());
   walk(ctx, "", inputs.project, inputs.base.index.root, inputs.target.index.root, target, scope);
   ctx.entries.sort((a, b) => comparePaths(a.path, b.path));
-  ctx.changes.sort(comparePaths);
-  const listed = ctx.changes.slice(0, inputs.maxListed);
+  const retired = retiredBy(ctx.entries, ctx.changes).sort(comparePaths);
+  const listed = retired.slice(0, inputs.maxListed);
   return {
     plan: {
       scope: "checkout",
@@ -131,8 +132,25 @@ export function planCheckout(inputs: CheckoutInputs): CheckoutPlan {
       entries: ctx.entries,
     },
     projectChanges: listed,
-    projectChangesMore: ctx.changes.length - listed.length,
+    projectChangesMore: retired.length - listed.length,
   };
+}
+
+/**
+ * The project's changes the plan would undo: those at a path it takes or
+ * deletes, or below one. A change that already is the target's state
+ * (the same edit made by hand) is not retired, so it does not block.
+ */
+function retiredBy(entries: readonly PlanEntry[], changes: readonly string[]): string[] {
+  const touched = new Set(entries.map((e) => e.path));
+  return changes.filter((c) => {
+    for (let p = c;;) {
+      if (touched.has(p)) return true;
+      const at = p.lastIndexOf("/");
+      if (at < 0) return false;
+      p = p.slice(0, at);
+    }
+  });
 }
 
 /** A directory's own `.gitignore`, as a snapshot reads it (too large or not a file: none). */

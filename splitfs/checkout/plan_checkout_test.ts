@@ -192,6 +192,8 @@ Deno.test("checkout: the project's changes since the base are listed, by content
   Deno.symlinkSync("same.txt", `${sb.root}/link`);
   Deno.removeSync(`${sb.root}/d2f`, { recursive: true });
   put(sb.root, "more.log", "ignored: not a change\n");
+  // The target's own change, made by hand: a change since the base, but not one checkout undoes.
+  Deno.chmodSync(`${sb.root}/mode600.txt`, 0o600);
   const p = await plan(sb, t);
   assert.deepEqual(p.projectChanges, [
     "d2f/one.txt",

@@ -23,6 +23,7 @@ import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
 import { registerCheckpointCommands } from "./client/checkpoint_commands.ts";
 import { registerSessionCommands } from "./client/session_commands.ts";
+import { registerCheckoutCommand } from "./client/checkout_command.ts";
 import {
   daemonStartCommand,
   daemonStatusCommand,
@@ -117,6 +118,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerJobsCommands(program, ctx);
   registerCheckpointCommands(program, ctx);
   registerSessionCommands(program, ctx);
+  registerCheckoutCommand(program, ctx);
 }
 
 if (import.meta.main) {

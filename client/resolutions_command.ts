@@ -52,7 +52,9 @@ export function formatResolutions(list: readonly ResolutionInfo[], more = 0): st
     r.kind,
     r.scope,
     r.state,
-    `${r.split}:${r.label}`,
+    r.checkout
+      ? `session:${r.checkout.name}@${r.checkout.checkpoint.slice(0, 12)}`
+      : `${r.split}:${r.label}`,
     r.who,
     isoTime(r.created_unix_ms),
     r.paths_changed === null ? "-" : String(r.paths_changed),

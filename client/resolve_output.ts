@@ -98,6 +98,8 @@ function planOf(r: Resolved, who: string): MergePlan | null {
 export interface PrintOptions {
   readonly json: boolean;
   readonly dryRun: boolean;
+  /** What a listed source change is called (`source change`; checkout: `project change`). */
+  readonly changeWord?: string;
 }
 
 function more(n: number): string[] {
@@ -105,7 +107,11 @@ function more(n: number): string[] {
 }
 
 /** The lines on stderr that name what blocked a resolution. */
-function blockers(end: ResolvedReply, plan: MergePlan | null): string[] {
+function blockers(
+  end: ResolvedReply,
+  plan: MergePlan | null,
+  changeWord = "source change",
+): string[] {
   const lines: string[] = [];
   for (const e of plan?.entries ?? []) {
     if (e.op === "conflict") lines.push(`  conflict ${e.path}: ${e.reason}`);
@@ -114,7 +120,7 @@ function blockers(end: ResolvedReply, plan: MergePlan | null): string[] {
     lines.push(`  changed ${c.path}: expected ${c.expected}, found ${c.found}`);
   }
   lines.push(...more(end.changedMore));
-  for (const p of end.sourceChanges) lines.push(`  source change ${p}`);
+  for (const p of end.sourceChanges) lines.push(`  ${changeWord} ${p}`);
   lines.push(...more(end.sourceChangesMore));
   return lines;
 }
@@ -152,7 +158,7 @@ export async function printResolved(
   }
   if (opts.dryRun && plan !== null) {
     await io.write(enc.encode(renderPlanText(plan)));
-    for (const line of blockers({ ...end, changed: [] }, null)) io.error(line);
+    for (const line of blockers({ ...end, changed: [] }, null, opts.changeWord)) io.error(line);
     if (end.sourceChanges.length > 0 || end.code !== 0) io.error(`${who}: ${end.message}`);
     return end.code;
   }
@@ -161,6 +167,6 @@ export async function printResolved(
     return 0;
   }
   io.error(`${who}: ${end.message}`);
-  for (const line of blockers(end, plan)) io.error(line);
+  for (const line of blockers(end, plan, opts.changeWord)) io.error(line);
   return end.code;
 }

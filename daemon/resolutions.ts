@@ -27,6 +27,8 @@ import { undo } from "./resolve_undo.ts";
 import type { SplitConn } from "./split_context.ts";
 
 import { compareSplit, type CompareTestRun } from "./resolve_compare.ts";
+import { checkout } from "./session_checkout.ts";
+import type { CheckoutRequest } from "../protocol/daemon_checkout.ts";
 import type { CompareReply } from "../protocol/daemon_compare.ts";
 
 export type { DiscardBranches, GitPlanner, ResolveDeps } from "./resolve_context.ts";
@@ -96,6 +98,11 @@ export class Resolutions {
       case "resolve.undo":
         return undo(this.#d, auth, frame.resolution);
     }
+  }
+
+  /** `marsh checkout` (`session_checkout.ts`), answered as a resolving request is. */
+  async serveCheckout(conn: SplitConn, frame: CheckoutRequest): Promise<void> {
+    await send(conn, await checkout(this.#d, conn.authority, frame));
   }
 
   /**

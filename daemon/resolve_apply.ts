@@ -17,7 +17,7 @@
  * @module
  */
 
-import type { Creator, ResolutionRecord } from "../journal/records.ts";
+import type { CheckoutOf, Creator, ResolutionRecord } from "../journal/records.ts";
 import { countOps, type MergePlan } from "../model/resolution_plan.ts";
 import { newResolutionId } from "../model/resolution_id.ts";
 import type {
@@ -39,6 +39,8 @@ export interface Application {
   /** The plan (null for an undo: the service builds its inverse plan). */
   readonly plan: MergePlan | null;
   readonly undoes: string | null;
+  /** For a checkout and its undo: the session and checkpoint (docs/checkpoints.md). */
+  readonly checkout?: CheckoutOf | null;
   /** Asks the service; `resolution` is the journaled id. */
   readonly request: (resolution: string) => Promise<AppliedReply | ApplyRefusedReply>;
   /** `merged branch a of split s`: the start of the messages. */
@@ -83,6 +85,7 @@ export async function applyResolution(d: ResolveDeps, a: Application): Promise<O
     trees: a.plan?.trees ?? { base: null, source: null, branch: null, result: null },
     changed: null,
     message: null,
+    checkout: a.checkout ?? null,
   };
   // Journaled before the service is asked: a crash from here on is settled at the next start.
   d.journal.addResolution(rec);

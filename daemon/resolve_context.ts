@@ -232,6 +232,7 @@ export function infoOf(r: ResolutionRecord): ResolutionInfo {
     undone_by: r.undoneBy,
     restore_point: restorePoint(r),
     message: r.message,
+    checkout: r.checkout ?? null,
   };
 }
 

@@ -61,7 +61,14 @@ export async function undo(d: ResolveDeps, auth: Authority, id: string): Promise
     undoes: r.id,
     refusedHint:
       "they changed since the resolution, and undo would overwrite them: put them back as it left them (or keep them)",
-    done: `undid resolution ${r.id} (${r.kind} of branch ${r.label} of split ${r.split})`,
+    checkout: r.checkout ?? null,
+    done: `undid resolution ${r.id} (${
+      r.checkout
+        ? `${r.kind} of checkpoint ${
+          r.checkout.checkpoint.slice(0, 12)
+        } of session ${r.checkout.name}`
+        : `${r.kind} of branch ${r.label} of split ${r.split}`
+    })`,
     request: (by) =>
       d.splitfs.request<AppliedReply | ApplyRefusedReply>({
         v: 1,

@@ -429,6 +429,8 @@ export class Server implements BranchSockets {
         return;
       case "checkpoint.show":
         return await showCheckpoint(this.#checkpointDeps(), conn, frame);
+      case "checkout":
+        return await this.#resolver().serveCheckout(conn, frame);
       case "resolve.merge":
       case "resolve.promote":
       case "resolve.choose":

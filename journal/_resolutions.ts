@@ -12,6 +12,7 @@ import type { SQLInputValue } from "node:sqlite";
 import { oneOf, RowReader } from "./_codec.ts";
 import type { Connection, Params, Row } from "./_connection.ts";
 import {
+  type CheckoutOf,
   type Creator,
   RESOLUTION_KINDS,
   RESOLUTION_STATES,
@@ -21,7 +22,7 @@ import {
   type ResolutionState,
 } from "./records.ts";
 
-const SCOPES = ["git", "filesystem", "paths", "promote", "undo"] as const;
+const SCOPES = ["git", "filesystem", "paths", "promote", "undo", "checkout"] as const;
 
 function resolutionNotFound(id: string): Deno.errors.NotFound {
   return new Deno.errors.NotFound(`Resolution not found: "${id}"`);
@@ -70,6 +71,20 @@ export function resolutionFromRow(row: Row): ResolutionRecord {
     },
     changed: r.optInt("changed"),
     message: r.optText("message"),
+    // Only a checkout and its undo carry it: the records of a split's branch stay as they were.
+    ...checkoutOf(r),
+  };
+}
+
+function checkoutOf(r: RowReader): { checkout?: CheckoutOf } {
+  const session = r.optText("checkout_session");
+  if (session === null) return {};
+  return {
+    checkout: {
+      session,
+      name: r.text("checkout_name"),
+      checkpoint: r.text("checkout_checkpoint"),
+    },
   };
 }
 
@@ -78,6 +93,10 @@ function columns(rec: ResolutionRecord): Record<string, SQLInputValue> {
   check(rec.finishedMs === null && rec.undoneBy === null, `a new resolution has not ended`);
   check(Number.isSafeInteger(rec.createdMs) && rec.createdMs >= 0, `"createdMs"`);
   check((rec.kind === "undo") === (rec.undoes !== null), `only an undo undoes`);
+  check(
+    rec.kind !== "checkout" || (rec.checkout ?? null) !== null,
+    `a checkout names its checkpoint`,
+  );
   return {
     id: rec.id,
     split: rec.split,
@@ -102,6 +121,9 @@ function columns(rec: ResolutionRecord): Record<string, SQLInputValue> {
     result_tree: rec.trees.result,
     changed: null,
     message: rec.message,
+    checkout_session: rec.checkout?.session ?? null,
+    checkout_name: rec.checkout?.name ?? null,
+    checkout_checkpoint: rec.checkout?.checkpoint ?? null,
   };
 }
 

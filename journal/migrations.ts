@@ -379,6 +379,64 @@ export const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 11,
+    name:
+      "resolutions: marsh checkout of a checkpoint's root, with its session and checkpoint (issue 14)",
+    // docs/checkpoints.md "Checkout and commit". The kind and scope CHECKs of
+    // migration 7 cannot take a new value in place, so the table is rebuilt
+    // (nothing references it); a checkout's split and label are empty.
+    sql: `
+      CREATE TABLE resolutions_v10 (
+        id TEXT PRIMARY KEY NOT NULL
+          CHECK (length(id) BETWEEN 1 AND 64 AND id NOT GLOB '*[^a-z0-9-]*'),
+        split TEXT NOT NULL,
+        label TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('merge', 'promote', 'undo', 'checkout')),
+        scope TEXT NOT NULL
+          CHECK (scope IN ('git', 'filesystem', 'paths', 'promote', 'undo', 'checkout')),
+        root TEXT NOT NULL CHECK (substr(root, 1, 1) = '/'),
+        who_kind TEXT NOT NULL CHECK (who_kind IN ('host', 'session', 'job')),
+        who_id TEXT,
+        state TEXT NOT NULL CHECK (state IN ('applying', 'applied', 'failed', 'undone')),
+        created_ms INTEGER NOT NULL CHECK (created_ms >= 0),
+        finished_ms INTEGER,
+        undoes TEXT,
+        undone_by TEXT,
+        takes INTEGER NOT NULL CHECK (takes >= 0),
+        deletes INTEGER NOT NULL CHECK (deletes >= 0),
+        converged INTEGER NOT NULL CHECK (converged >= 0),
+        conflicts INTEGER NOT NULL CHECK (conflicts >= 0),
+        base_tree TEXT,
+        source_tree TEXT,
+        branch_tree TEXT,
+        result_tree TEXT,
+        changed INTEGER CHECK (changed IS NULL OR changed >= 0),
+        message TEXT,
+        checkout_session TEXT,
+        checkout_name TEXT,
+        checkout_checkpoint TEXT,
+        CHECK ((who_kind = 'host') = (who_id IS NULL)),
+        CHECK ((kind = 'undo') = (undoes IS NOT NULL)),
+        CHECK ((state = 'undone') = (undone_by IS NOT NULL)),
+        CHECK ((state = 'applying') = (finished_ms IS NULL)),
+        CHECK ((checkout_session IS NULL) = (checkout_name IS NULL)
+               AND (checkout_session IS NULL) = (checkout_checkpoint IS NULL)),
+        CHECK (kind <> 'checkout' OR (checkout_session IS NOT NULL AND scope = 'checkout')),
+        CHECK (kind NOT IN ('merge', 'promote') OR checkout_session IS NULL)
+      ) STRICT;
+      INSERT INTO resolutions_v10 (id, split, label, kind, scope, root, who_kind, who_id, state,
+        created_ms, finished_ms, undoes, undone_by, takes, deletes, converged, conflicts,
+        base_tree, source_tree, branch_tree, result_tree, changed, message)
+      SELECT id, split, label, kind, scope, root, who_kind, who_id, state,
+        created_ms, finished_ms, undoes, undone_by, takes, deletes, converged, conflicts,
+        base_tree, source_tree, branch_tree, result_tree, changed, message FROM resolutions;
+      DROP TABLE resolutions;
+      ALTER TABLE resolutions_v10 RENAME TO resolutions;
+      CREATE INDEX resolutions_by_state ON resolutions (state) WHERE state = 'applying';
+      CREATE INDEX resolutions_by_created ON resolutions (created_ms);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

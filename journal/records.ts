@@ -346,9 +346,10 @@ export interface RecoveryReport {
 
 /**
  * What a resolution is (docs/resolution.md): a `merge` of a branch into the
- * project, a `promote` of a branch over it, or the `undo` of an earlier one.
+ * project, a `promote` of a branch over it, a `checkout` of a checkpoint's
+ * root over it (docs/checkpoints.md), or the `undo` of an earlier one.
  */
-export const RESOLUTION_KINDS = ["merge", "promote", "undo"] as const;
+export const RESOLUTION_KINDS = ["merge", "promote", "undo", "checkout"] as const;
 /** A resolution's kind. */
 export type ResolutionKind = typeof RESOLUTION_KINDS[number];
 
@@ -390,7 +391,13 @@ export interface ResolutionRecord {
   readonly split: string;
   readonly label: string;
   readonly kind: ResolutionKind;
-  readonly scope: "git" | "filesystem" | "paths" | "promote" | "undo";
+  readonly scope: "git" | "filesystem" | "paths" | "promote" | "undo" | "checkout";
+  /**
+   * For a checkout (and its undo): the session and the checkpoint whose root
+   * the tree became; `split` and `label` are empty then. Absent or null
+   * for the resolutions of a split's branch.
+   */
+  readonly checkout?: CheckoutOf | null;
   /** The tree changed: the project root, or a nested split's creator fork. */
   readonly root: string;
   /** Who asked: the split's creator, as {@linkcode Creator}. */
@@ -409,6 +416,13 @@ export interface ResolutionRecord {
   readonly changed: number | null;
   /** Why it failed (and what was restored), or null. */
   readonly message: string | null;
+}
+
+/** The session (id and name, as at the checkout) and checkpoint of a checkout. */
+export interface CheckoutOf {
+  readonly session: string;
+  readonly name: string;
+  readonly checkpoint: string;
 }
 
 /** How a resolution in `applying` ended. */

@@ -40,11 +40,18 @@ export const ABSENT: Signature = Object.freeze({ kind: "absent" });
 /** Where an applier finds a file's new bytes: a blob in the split's store, or the branch's result at the same path. */
 export type BytesFrom = "store" | "branch";
 
-/** The scopes of `marsh merge`, and `promote`/`undo`, which make plans too. */
-export type Scope = "git" | "filesystem" | "paths" | "promote" | "undo";
+/** The scopes of `marsh merge`, and `promote`/`undo`/`checkout`, which make plans too. */
+export type Scope = "git" | "filesystem" | "paths" | "promote" | "undo" | "checkout";
 
 /** The scopes, for parsers. */
-export const SCOPES: readonly Scope[] = ["git", "filesystem", "paths", "promote", "undo"];
+export const SCOPES: readonly Scope[] = [
+  "git",
+  "filesystem",
+  "paths",
+  "promote",
+  "undo",
+  "checkout",
+];
 
 /** One path of a plan. `before` is the source's state the plan was computed against. */
 export type PlanEntry =

@@ -56,6 +56,12 @@ import {
   sessionReplyOk,
 } from "./daemon_session.ts";
 import {
+  CHECKOUT_CLIENT_FRAMES,
+  CheckoutFrameError,
+  type CheckoutRequest,
+  parseCheckoutClientFrame,
+} from "./daemon_checkout.ts";
+import {
   type CompareCancelFrame,
   type CompareReply,
   compareReplyOk,
@@ -241,6 +247,7 @@ export type ClientFrame =
   | DiscardRequest
   | CheckpointClientFrame
   | SessionClientFrame
+  | CheckoutRequest
   | CompareCancelFrame;
 
 /** The split was accepted and journaled; its id. */
@@ -642,6 +649,14 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return parseSessionClientFrame(x);
     } catch (error) {
       if (error instanceof SessionFrameError) throw new DaemonProtocolError(error.message);
+      throw error;
+    }
+  }
+  if (typeof x.t === "string" && CHECKOUT_CLIENT_FRAMES.has(x.t)) {
+    try {
+      return parseCheckoutClientFrame(x);
+    } catch (error) {
+      if (error instanceof CheckoutFrameError) throw new DaemonProtocolError(error.message);
       throw error;
     }
   }

@@ -100,8 +100,8 @@ export interface ResolutionInfo {
   readonly id: string;
   readonly split: string;
   readonly label: string;
-  readonly kind: "merge" | "promote" | "undo";
-  readonly scope: "git" | "filesystem" | "paths" | "promote" | "undo";
+  readonly kind: "merge" | "promote" | "undo" | "checkout";
+  readonly scope: "git" | "filesystem" | "paths" | "promote" | "undo" | "checkout";
   readonly state: "applying" | "applied" | "failed" | "undone";
   /** `host`, `session:<split>/<label>` (a branch) or `job:<id>`. */
   readonly who: string;
@@ -127,6 +127,15 @@ export interface ResolutionInfo {
   /** `<root>/.marsh/resolve/<id>`: the prior state of what it changed (while applied). */
   readonly restore_point: string;
   readonly message: string | null;
+  /**
+   * A `checkout` (and its undo): the session (id and name) and the checkpoint
+   * whose root the tree became; `split` and `label` are empty then.
+   */
+  readonly checkout?: {
+    readonly session: string;
+    readonly name: string;
+    readonly checkpoint: string;
+  } | null;
 }
 
 /** A piece of the plan document (JSON text); the pieces, in order, are the whole document. */

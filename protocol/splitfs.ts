@@ -83,6 +83,15 @@ import {
   type SessionRequest,
 } from "./splitfs_session.ts";
 import {
+  CHECKOUT_REPLIES,
+  CHECKOUT_REQUESTS,
+  checkoutFrameToWire,
+  type CheckoutReply,
+  type CheckoutRequest,
+  parseCheckoutReply,
+  parseCheckoutRequest,
+} from "./splitfs_checkout.ts";
+import {
   type OutCheckedReply,
   type OutRequest,
   parseOutCheckedReply,
@@ -282,6 +291,7 @@ export type SplitfsRequest =
   | ResolveRequest
   | ExportRequest
   | SessionRequest
+  | CheckoutRequest
   | DropForkRequest;
 
 /** A piece of `diff` output, base64 so any bytes fit in JSON. */
@@ -444,6 +454,7 @@ export type SplitfsReply =
   | ResolveReply
   | ExportReply
   | SessionReply
+  | CheckoutReply
   | BranchStatsReply
   | CompareForkedReply
   | OkReply
@@ -475,6 +486,9 @@ function wireIdentity(v: unknown, where: string): WireIdentity {
  * signatures as their JSON documents; every other frame is its own wire form.
  */
 export function splitfsToWire(f: SplitfsRequest | SplitfsReply): unknown {
+  if (CHECKOUT_REQUESTS.has(f.t) || CHECKOUT_REPLIES.has(f.t)) {
+    return checkoutFrameToWire(f as CheckoutRequest | CheckoutReply);
+  }
   return RESOLVE_REQUESTS.has(f.t) || RESOLVE_REPLIES.has(f.t)
     ? resolveFrameToWire(f as ResolveRequest | ResolveReply)
     : f;
@@ -489,6 +503,7 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
   if (typeof x.t === "string" && DISCARD_REQUESTS.has(x.t)) return parseDiscardRequest(x);
   if (typeof x.t === "string" && EXPORT_REQUESTS.has(x.t)) return parseExportRequest(x);
   if (typeof x.t === "string" && SESSION_REQUESTS.has(x.t)) return parseSessionRequest(x);
+  if (typeof x.t === "string" && CHECKOUT_REQUESTS.has(x.t)) return parseCheckoutRequest(x);
   switch (x.t) {
     case "diff":
       if (typeof x.files !== "boolean") throw new ProtocolError("malformed diff frame: files");
@@ -597,6 +612,7 @@ export function parseSplitfsReply(x: unknown): SplitfsReply {
   if (typeof x.t === "string" && RESOLVE_REPLIES.has(x.t)) return parseResolveReply(x);
   if (typeof x.t === "string" && EXPORT_REPLIES.has(x.t)) return parseExportReply(x);
   if (typeof x.t === "string" && SESSION_REPLIES.has(x.t)) return parseSessionReply(x);
+  if (typeof x.t === "string" && CHECKOUT_REPLIES.has(x.t)) return parseCheckoutReply(x);
   switch (x.t) {
     case "chunk":
       // A chunk carries up to 256 KiB, so it has the frame's bound, not a string's.

@@ -44,6 +44,7 @@ import { collectLayers } from "./workspace/split_gc.ts";
 import { SplitWorkspace } from "./workspace/workspace.ts";
 import { handleResolution } from "./resolve/frames.ts";
 import { handleExport } from "./export/frames.ts";
+import { handleCheckout } from "./checkout/frames.ts";
 import { ExportError } from "./export/export_errors.ts";
 import { handleSession } from "./session/frames.ts";
 import { ProjectRecovery } from "./resolve/recovery.ts";
@@ -134,6 +135,10 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
           progress: progressSender(progressMs),
         }),
       );
+      return;
+    case "checkout-plan":
+    case "checkout-apply":
+      send(await handleCheckout(req, recovery));
       return;
     case "diff": {
       const out = new ChunkSender();

@@ -10,6 +10,7 @@ import { mountsBelow } from "../_testing.ts";
 import { SplitfsService } from "../../protocol/splitfs_client.ts";
 import { SessionFs } from "../../protocol/splitfs_session_client.ts";
 import { sessionWorld } from "./_session_testing.ts";
+import type { OpCapturedReply } from "../../protocol/splitfs_session.ts";
 
 const FILES = 1500;
 
@@ -112,6 +113,7 @@ Deno.test("op-capture killed with SIGKILL at any point: capturing again gives th
     const expected = await w.gitTree(prep.merged);
     const t0 = performance.now();
     const capturing = fs.captureOp(at, op, head).then((r) => r.rootId, (e) => `failed: ${e}`);
+    const where = () => `round ${round} after ${lines.join("; ") || "nothing"}`;
     if (round > 0) {
       await new Promise((r) => setTimeout(r, (captureMs * round) / ROUNDS));
       Deno.kill(svc.pid, "SIGKILL");
@@ -121,7 +123,9 @@ Deno.test("op-capture killed with SIGKILL at any point: capturing again gives th
     await svc.close();
     await using again = SplitfsService.start();
     const fs2 = new SessionFs(again);
-    const cap = await fs2.captureOp(at, op, head);
+    const cap: OpCapturedReply = await fs2.captureOp(at, op, head).catch((e) => {
+      throw new Error(`${where()}: the capture again failed (the first: ${first}): ${e}`);
+    });
     lines.push(`${round}: ${first === expected ? "captured" : "killed"}, again ${cap.kind}`);
     assert.equal(cap.rootId, expected, lines.join("; "));
     if (cap.kind !== "changed") throw new Error("expected a change");

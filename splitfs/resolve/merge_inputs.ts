@@ -28,7 +28,8 @@ import { ObjectStore } from "../git/store.ts";
 import { STATUS_FILE } from "../workspace/out_write.ts";
 import type { ResolveView, SplitWorkspace } from "../workspace/workspace.ts";
 import { blobIdOfFile, openParent } from "../apply/fs_extra.ts";
-import { type PatchSide, readPatchEntries } from "./patch_headers.ts";
+import { type PatchEntry, type PatchSide, readPatchEntries } from "./patch_headers.ts";
+import { readRawList } from "./raw_list.ts";
 import { storeHas, storeSourceFile, symlinkTarget } from "./store_blobs.ts";
 
 const MAX_STATUS_BYTES = 64 * 1024;
@@ -44,15 +45,7 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
   using view = ws.resolveView(req.label, req.parent ?? null);
   const where = `branch ${req.label} of split ${ws.id}`;
   checkCaptured(view.out, req.label, where);
-  const patch = openPatch(view.out, req.label);
-  // Captured, and it changed nothing: there is nothing to merge.
-  if (patch === null) return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths: [] };
-  let entries;
-  try {
-    entries = readPatchEntries(patch);
-  } finally {
-    patch.close();
-  }
+  const entries = changedEntries(view.out, req.label);
   using store = ObjectStore.open(view.split, STORE_DIR);
   using parents = new ParentDirs(view.source);
   const side = (s: PatchSide | null, blob: string | null): Signature => {
@@ -75,6 +68,22 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
   });
   paths.sort((a, b) => comparePaths(a.path, b.path));
   return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths };
+}
+
+/**
+ * Every path the branch changed, with both sides' modes and blob ids: from
+ * its raw list, or, for a branch captured before capture wrote one, from
+ * its patch's headers (a change of mode alone then names no blob). None
+ * when it changed nothing.
+ */
+function changedEntries(out: Dir, label: string): PatchEntry[] {
+  {
+    using dir = out.openDir(label);
+    const raw = readRawList(dir);
+    if (raw !== null) return raw;
+  }
+  using patch = openPatch(out, label);
+  return patch === null ? [] : readPatchEntries(patch);
 }
 
 /**

@@ -137,6 +137,17 @@ async function stageOne(work: Work, op: Op, opts: ApplyOptions, hexLength: numbe
   }
 }
 
+/** `steps` cut where their kind changes: the backups, the directories made, the placements. */
+function phasesOf(steps: readonly Step[]): Step[][] {
+  const out: Step[][] = [];
+  for (const s of steps) {
+    const last = out.at(-1);
+    if (last !== undefined && last[0]!.kind === s.kind) last.push(s);
+    else out.push([s]);
+  }
+  return out;
+}
+
 /**
  * Applies a clean plan to the project at `rootPath` (absolute), all or
  * nothing. Returns the resolution id and what changed; its restore point
@@ -196,13 +207,19 @@ export async function applyPlan(
     log.append({ t: "ready", prior });
     await step("ready");
     let i = 0;
-    for (const s of stepsOf(ops, prior)) {
-      const name = `${s.kind}-${i++}`;
-      log.append({ t: "step", kind: s.kind, n: s.n });
-      logged.push(s);
-      await step(`${name}:logged`);
-      runStep(root, work, ops[s.n]!, s.kind, checked.identities[s.n] ?? null);
-      await step(`${name}:done`);
+    for (const phase of phasesOf(stepsOf(ops, prior))) {
+      // A phase's records are flushed together, before its first step runs (one fsync, not
+      // one per step): recovery undoes a logged step only if the disk shows it ran (steps.ts),
+      // and a phase starts once the one before has run whole, so a placement is never logged
+      // while the path still holds what its backup step will move away.
+      log.appendAll(phase.map((s) => ({ t: "step", kind: s.kind, n: s.n })));
+      logged.push(...phase);
+      for (const s of phase) {
+        const name = `${s.kind}-${i++}`;
+        await step(`${name}:logged`);
+        runStep(root, work, ops[s.n]!, s.kind, checked.identities[s.n] ?? null);
+        await step(`${name}:done`);
+      }
     }
     syncTouched(root, work, ops);
     await step("synced");

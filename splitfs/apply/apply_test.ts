@@ -3,6 +3,8 @@ import { fingerprintDiff, sandbox } from "../_testing.ts";
 import { applyPlan } from "./transaction.ts";
 import { Dir } from "../fd/dir.ts";
 import { readLog } from "./intent_log.ts";
+import { fsyncAll } from "./fs_extra.ts";
+import { FsError } from "../fd/ffi.ts";
 import { listResolutions, recover } from "./recover.ts";
 import {
   ApplyFailedError,
@@ -376,3 +378,24 @@ Deno.test({
   assert.deepEqual(seen.get("place-5:logged"), [...backups, ...mkdirs, ...places]);
   assert.equal(seen.size, 8);
 });
+
+Deno.test(
+  { name: "fsyncAll flushes many at once, and names one that fails", permissions: PERMS },
+  async () => {
+    using sb = sandbox("marsh-apply-");
+    using dir = Dir.openAbsolute(sb.root);
+    const files = Array.from({ length: 5 }, (_, i) => dir.createFile(`f${i}`, 0o600));
+    try {
+      for (const f of files) f.writeAll(new TextEncoder().encode("x"));
+      await fsyncAll([...files, dir]);
+      // A descriptor no file holds: its fsync fails, and the error names its path.
+      await assert.rejects(
+        fsyncAll([...files, { fd: 1_000_000, path: "gone" }]),
+        (e) =>
+          e instanceof FsError && e.call === "fsync" && e.path === "gone" && e.code === "EBADF",
+      );
+    } finally {
+      for (const f of files) f.close();
+    }
+  },
+);

@@ -20,6 +20,7 @@ import { STORE_DIR } from "../../model/layout.ts";
 import { MAX_FILE_BYTES } from "../capture/compare.ts";
 import { openPatch } from "../capture/render.ts";
 import { Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
+import { E, FsError } from "../fd/ffi.ts";
 import type { Stat } from "../fd/stat.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
 import { fatalUtf8 } from "../fd/file_names.ts";
@@ -240,11 +241,16 @@ class ParentDirs implements Disposable {
     const up = this.#dir(slash === -1 ? "" : rel.slice(0, slash));
     let found: Dir | { readonly at: string; readonly kind: string } = up;
     if (up instanceof Dir) {
-      const name = rel.slice(slash + 1);
-      const st = up.statAt(name);
-      found = st === null || st.kind !== "dir"
-        ? { at: rel, kind: st?.kind ?? "absent" }
-        : up.openDir(name);
+      // Opened without a stat first: one system call for a directory, the common case.
+      try {
+        found = up.openDir(rel.slice(slash + 1));
+      } catch (error) {
+        if (error instanceof SymlinkRefusedError) found = { at: rel, kind: "symlink" };
+        else if (error instanceof WrongKindError) found = { at: rel, kind: error.kind };
+        else if (error instanceof FsError && error.errno === E.ENOENT) {
+          found = { at: rel, kind: "absent" };
+        } else throw error;
+      }
     }
     this.#dirs.set(rel, found);
     return found;

@@ -161,8 +161,9 @@ async function stageOne(
 
 /**
  * Stages every taken file and symlink, then flushes the files written
- * (`SYNC_BATCH` at a time, together) and `stage/` itself: every staged
- * entry is on disk before the re-check.
+ * (`SYNC_BATCH` at a time, together; `stage/` itself with the last batch,
+ * once every entry is in it): every staged entry is on disk before the
+ * re-check.
  */
 async function stageAll(
   work: Work,
@@ -170,7 +171,7 @@ async function stageAll(
   opts: ApplyOptions,
   hexLength: number,
 ): Promise<void> {
-  const unsynced: FileHandle[] = [];
+  const unsynced: (FileHandle | Dir)[] = [];
   const flush = async () => {
     try {
       await fsyncAll(unsynced);
@@ -185,11 +186,11 @@ async function stageAll(
       unsynced.push(file);
       if (unsynced.length >= SYNC_BATCH) await flush();
     }
+    unsynced.push(work.stage.dup());
     await flush();
   } finally {
     for (const f of unsynced) f.close();
   }
-  fsyncDir(work.stage);
 }
 
 /** `steps` cut where their kind changes: the backups, the directories made, the placements. */

@@ -115,7 +115,7 @@ const enc = new TextEncoder();
 
 /**
  * Captures a fork into `out` (the empty `out/<label>/` directory): `files`
- * and `raw` always, `diff.patch` only when something changed. On any error the partial
+ * always, `diff.patch` and `raw` only when something changed. On any error the partial
  * results are removed and the error is rethrown. A `clock` is given each
  * phase's time (`capture_phases.ts`).
  */
@@ -151,7 +151,10 @@ export function captureToDir(
       p.close();
       f.close();
       r.close();
-      if (summary.files === 0) out.unlink(PATCH_FILE);
+      if (summary.files === 0) {
+        out.unlink(PATCH_FILE);
+        out.unlink(RAW_FILE);
+      }
     });
     return summary;
   } catch (error) {

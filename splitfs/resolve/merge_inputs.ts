@@ -75,7 +75,7 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
  * Every path the branch changed, with both sides' modes and blob ids: from
  * its raw list, or, for a branch captured before capture wrote one, from
  * its patch's headers (a change of mode alone then names no blob). None
- * when it changed nothing.
+ * when it changed nothing (neither is there).
  */
 function changedEntries(out: Dir, label: string): PatchEntry[] {
   {

@@ -4,7 +4,8 @@
  * blob id, as `git diff --raw --full-index --no-renames` prints them. A
  * `--git` merge's inputs read it instead of the patch's headers
  * (docs/resolution.md, "In the service"): a line per path, where the patch
- * holds every hunk too. Branches captured before capture wrote it have none.
+ * holds every hunk too. Like the patch, it is absent when nothing changed;
+ * branches captured before capture wrote it have none.
  *
  * Needs `--allow-ffi=<libc path>`.
  *

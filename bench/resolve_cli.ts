@@ -12,6 +12,11 @@
  * start). Medians of interleaved runs; each run is put back untimed (`marsh
  * undo`, `git reset --hard`).
  *
+ * The floor, timed in the same runs: an empty `deno run` (the pinned Deno
+ * starting a module that does nothing) beside `git apply --3way`, and each
+ * merge's time beyond the CLI's own start (`./marsh --version`): what marsh
+ * itself spends, where a Deno CLI's start alone may pass Git's whole apply.
+ *
  * The working copies (`git clone` of the cached tree, every file checked
  * out) are cached beside it, in `bench/.trees/<files>-<seed>/work/`, and
  * reused while `git status` shows them clean. The daemon runs with a
@@ -66,6 +71,10 @@ export interface CliRow {
   readonly gitApplyMs: number;
   /** `./marsh --version` in the same runs: the CLI's start, part of `marshMs`. */
   readonly cliStartMs: number;
+  /** `marshMs - cliStartMs`: what marsh spends beyond its CLI's start. */
+  readonly beyondMs: number;
+  /** An empty `deno run` in the same runs: no Deno CLI starts faster. */
+  readonly denoRunMs: number;
   /** `marshMs / gitApplyMs`. */
   readonly ratio: number;
 }
@@ -234,7 +243,17 @@ export async function measureResolveCli(opts: {
       const apply = git.spec(theirs, ["apply", "--3way", c.patch]);
       const reset = () => git.run(theirs, ["reset", "-q", "--hard", "HEAD"]);
       const version = m.spec(ours, ["--version"]);
-      const starts: number[] = [];
+      const empty = join(scratch, "empty.js");
+      await Deno.writeTextFile(empty, "");
+      const denoRun: CommandSpec = {
+        cmd: Deno.execPath(),
+        args: ["run", "--quiet", "--no-prompt", "--no-config", empty],
+        cwd: ours,
+        env: m.env,
+        clearEnv: true,
+        timeoutMs: TIMEOUT_MS,
+      };
+      const starts: number[] = [], denoRuns: number[] = [];
       const cases = {
         clean: { marsh: [] as number[], git: [] as number[] },
         both: { marsh: [] as number[], git: [] as number[] },
@@ -246,6 +265,7 @@ export async function measureResolveCli(opts: {
           if (i > 0) xs.push(ms);
         };
         keep(starts, await timed(version));
+        keep(denoRuns, await timed(denoRun));
         keep(cases.clean.marsh, await timed(merge));
         await m.run(ours, ["undo", await newestMerge(m, ours, id, "change")]);
         keep(cases.clean.git, await timed(apply));
@@ -267,12 +287,14 @@ export async function measureResolveCli(opts: {
           marshMs: median(k.marsh),
           gitApplyMs: median(k.git),
           cliStartMs: median(starts),
+          denoRunMs: median(denoRuns),
         };
         rows.push({
           files: t.files,
           case: name,
           changed: c.changed,
           ...row,
+          beyondMs: row.marshMs - row.cliStartMs,
           ratio: row.marshMs / row.gitApplyMs,
         });
       }
@@ -331,7 +353,10 @@ export async function measureResolveCli(opts: {
       "both sides: first (untimed) one line added on top of one of the 20 files, in each working " +
       "copy (`git add`ed in the second: `git apply --3way` needs the file to match the index)",
       "dry run: `./marsh merge ID wide --dry-run` against `./marsh --version`; (CLI start): " +
-      "`./marsh --version` timed in the same runs, part of the merge's time",
+      "`./marsh --version` timed in the same runs, part of the merge's time; beyond: the merge " +
+      "less the CLI's start",
+      "deno run: the pinned Deno running an empty module (`deno run --quiet --no-prompt " +
+      "--no-config empty.js`), timed in the same runs: the floor of any Deno CLI",
       "the patch: `git diff --cached --binary --full-index` of the change; the split's branch " +
       "ran `git apply` of it",
     ],
@@ -350,9 +375,9 @@ export function renderResolveCli(r: ResolveCliResult): string {
     "",
     `${"files".padStart(8)}  ${"case".padEnd(10)} ${"changed".padStart(7)} ${
       "marsh merge".padStart(11)
-    } ${"(CLI start)".padStart(11)} ${"git apply --3way".padStart(16)} ${
-      "ratio".padStart(7)
-    }  target`,
+    } ${"(CLI start)".padStart(11)} ${"beyond".padStart(9)} ${"git apply --3way".padStart(16)} ${
+      "deno run".padStart(9)
+    } ${"ratio".padStart(7)}  target`,
   ];
   for (const row of r.rows) {
     const target = row.case === "clean"
@@ -362,8 +387,24 @@ export function renderResolveCli(r: ResolveCliResult): string {
       `${String(row.files).padStart(8)}  ${row.case.padEnd(10)} ${
         String(row.changed).padStart(7)
       } ${fmtMs(row.marshMs).padStart(11)} ${fmtMs(row.cliStartMs).padStart(11)} ${
-        fmtMs(row.gitApplyMs).padStart(16)
-      } ${fmtRatio(row.ratio).padStart(7)}  ${target}`,
+        fmtMs(row.beyondMs).padStart(9)
+      } ${fmtMs(row.gitApplyMs).padStart(16)} ${fmtMs(row.denoRunMs).padStart(9)} ${
+        fmtRatio(row.ratio).padStart(7)
+      }  ${target}`,
+    );
+  }
+  const clean = r.rows.filter((row) => row.case === "clean");
+  for (const row of clean) {
+    const floor = row.denoRunMs / row.gitApplyMs;
+    lines.push(
+      "",
+      `At ${row.files} files an empty deno run alone is ${fmtRatio(floor)} git apply --3way ` +
+        `(${fmtMs(row.denoRunMs)} against ${fmtMs(row.gitApplyMs)}): ` +
+        (floor > RATIO_TARGET
+          ? `no Deno CLI can meet ≤ ${RATIO_TARGET}× there; marsh spends ${
+            fmtMs(row.beyondMs)
+          } beyond its own CLI's start`
+          : `marsh spends ${fmtMs(row.beyondMs)} beyond its own CLI's start`),
     );
   }
   if (r.growth !== null) {

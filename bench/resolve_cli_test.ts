@@ -36,13 +36,15 @@ Deno.test({
       "400 both sides 20",
     ]);
     for (const row of r.rows) {
-      assert.ok(row.marshMs > 0 && row.gitApplyMs > 0, JSON.stringify(row));
+      assert.ok(row.marshMs > 0 && row.gitApplyMs > 0 && row.denoRunMs > 0, JSON.stringify(row));
+      assert.equal(row.beyondMs, row.marshMs - row.cliStartMs);
     }
     assert.equal(r.dryRun?.changed, 30);
     assert.ok(Number.isFinite(r.dryRun?.beyondMs), JSON.stringify(r.dryRun));
     assert.equal(r.growth, null, "one size: no growth figure");
     assert.deepEqual(r.notes.filter((n) => n.startsWith("WARNING")), []);
     assert.match(renderResolveCli(r), /both sides/);
+    assert.match(renderResolveCli(r), /an empty deno run alone is [\d.]+× git apply --3way/);
     for (const name of ["marsh", "git"]) {
       const wc = join(t.workDir, name);
       assert.equal(await dirtyReason(wc, head, git), null, `${name} working copy`);

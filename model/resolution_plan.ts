@@ -209,8 +209,13 @@ export function beforeOf(entry: PlanEntry): Signature {
   }
 }
 
+/** A UTF-16 surrogate: only where one is compared does code unit order differ from code point order. */
+const SURROGATE = /[\ud800-\udfff]/;
+
 /** Code point order, which is the UTF-8 byte order Git sorts paths by. */
 export function comparePaths(a: string, b: string): number {
+  // Without a surrogate the engine's own comparison (code units) is code point order.
+  if (!SURROGATE.test(a) && !SURROGATE.test(b)) return a < b ? -1 : a > b ? 1 : 0;
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     const x = a.codePointAt(i)!, y = b.codePointAt(i)!;
@@ -221,11 +226,31 @@ export function comparePaths(a: string, b: string): number {
 }
 
 /** Whether a path segment is Git's own directory under any spelling Git refuses (`.git`, `.GIT `, `git~1`). */
+const GIT_STEMS = [".git", "git~1"];
+/** The first characters of {@linkcode GIT_STEMS}: `.`, `g`, `G`. */
+const DOT = 0x2e, G = 0x67, UPPER_G = 0x47;
+
 function isGitSegment(segment: string): boolean {
+  // Most names start with neither stem's first letter: they are not lowercased (a plan's
+  // every segment is looked at, and a dry run may list thousands of paths).
+  const c = segment.charCodeAt(0);
+  if (c !== DOT && c !== G && c !== UPPER_G) return false;
   const lower = segment.toLowerCase();
-  return [".git", "git~1"].some((stem) =>
+  return GIT_STEMS.some((stem) =>
     lower.startsWith(stem) && /^[ .]*$/.test(lower.slice(stem.length))
   );
+}
+
+/**
+ * A path every check of {@linkcode pathProblem} passes: `/`-separated names
+ * of at most 255 ASCII letters, digits, `_`, `-` and `.`, none starting with
+ * a dot (so none is empty, `.`, `..`, `.git` or `.marsh`; `git~1` has a `~`).
+ */
+const PLAIN_PATH = /^[\w-][\w.-]{0,254}(?:\/[\w-][\w.-]{0,254})*$/;
+
+/** Whether `s` is longer than `max` bytes in UTF-8 (at most 3 per UTF-16 unit: a short one is not encoded). */
+function longerThan(s: string, max: number): boolean {
+  return s.length * 3 > max && enc.encode(s).length > max;
 }
 
 /**
@@ -235,22 +260,24 @@ function isGitSegment(segment: string): boolean {
  * marsh's own `.marsh` at the top.
  */
 export function pathProblem(path: string): string | null {
-  const shown = JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}...` : path);
+  // Most paths pass every check below at a glance: one regular expression, not a loop.
+  if (path.length <= MAX_PATH_BYTES && PLAIN_PATH.test(path)) return null;
+  const shown = () => JSON.stringify(path.length > 200 ? `${path.slice(0, 200)}...` : path);
   if (path === "") return "empty path";
-  if (path.includes("\0")) return `path ${shown} contains a NUL byte`;
-  if (enc.encode(path).length > MAX_PATH_BYTES) {
-    return `path ${shown} is longer than ${MAX_PATH_BYTES} bytes`;
+  if (path.includes("\0")) return `path ${shown()} contains a NUL byte`;
+  if (longerThan(path, MAX_PATH_BYTES)) {
+    return `path ${shown()} is longer than ${MAX_PATH_BYTES} bytes`;
   }
-  if (path.startsWith("/")) return `path ${shown} is absolute`;
+  if (path.startsWith("/")) return `path ${shown()} is absolute`;
   const segments = path.split("/");
   for (const s of segments) {
-    if (s === "" || s === "." || s === "..") return `path ${shown} is not normalised`;
-    if (enc.encode(s).length > MAX_NAME_BYTES) {
-      return `path ${shown} has a name longer than ${MAX_NAME_BYTES} bytes`;
+    if (s === "" || s === "." || s === "..") return `path ${shown()} is not normalised`;
+    if (longerThan(s, MAX_NAME_BYTES)) {
+      return `path ${shown()} has a name longer than ${MAX_NAME_BYTES} bytes`;
     }
-    if (isGitSegment(s)) return `path ${shown} is inside a Git directory`;
+    if (isGitSegment(s)) return `path ${shown()} is inside a Git directory`;
   }
-  if (segments[0] === ".marsh") return `path ${shown} is marsh's own state`;
+  if (segments[0] === ".marsh") return `path ${shown()} is marsh's own state`;
   return null;
 }
 
@@ -271,7 +298,7 @@ function signatureProblem(s: Signature, scope: Scope): string | null {
       if (s.target === "" || s.target.includes("\0")) {
         return `symlink target ${JSON.stringify(s.target)} is empty or holds a NUL byte`;
       }
-      return enc.encode(s.target).length > MAX_PATH_BYTES
+      return longerThan(s.target, MAX_PATH_BYTES)
         ? `symlink target is longer than ${MAX_PATH_BYTES} bytes`
         : null;
     default:
@@ -281,7 +308,7 @@ function signatureProblem(s: Signature, scope: Scope): string | null {
 
 function entryProblems(e: PlanEntry, scope: Scope): string[] {
   const out: string[] = [];
-  const at = JSON.stringify(e.path);
+  const add = (problem: string) => out.push(`${JSON.stringify(e.path)}: ${problem}`);
   const sigs: Signature[] = e.op === "conflict"
     ? [e.base, e.source, e.branch]
     : e.op === "converged"
@@ -291,20 +318,20 @@ function entryProblems(e: PlanEntry, scope: Scope): string[] {
     : [e.before];
   for (const s of sigs) {
     const p = signatureProblem(s, scope);
-    if (p !== null) out.push(`${at}: ${p}`);
+    if (p !== null) add(p);
   }
   if (e.op === "take") {
-    if ((e.after as Signature).kind === "absent") out.push(`${at}: take of nothing (use delete)`);
-    if (sameSignature(e.before, e.after)) out.push(`${at}: take of what is already there`);
+    if ((e.after as Signature).kind === "absent") add("take of nothing (use delete)");
+    if (sameSignature(e.before, e.after)) add("take of what is already there");
     if ((e.after.kind === "file") !== (e.bytes !== undefined)) {
-      out.push(`${at}: a taken file, and only a file, says where its bytes are`);
+      add("a taken file, and only a file, says where its bytes are");
     }
     if (e.bytes !== undefined && e.bytes !== "store" && e.bytes !== "branch") {
-      out.push(`${at}: unknown bytes source ${JSON.stringify(e.bytes)}`);
+      add(`unknown bytes source ${JSON.stringify(e.bytes)}`);
     }
   }
   if (e.op === "delete" && (e.before as Signature).kind === "absent") {
-    out.push(`${at}: delete of nothing`);
+    add("delete of nothing");
   }
   return out;
 }
@@ -371,13 +398,22 @@ export function planProblems(plan: MergePlan): string[] {
 }
 
 /**
+ * The plans {@linkcode checkPlan} passed. A plan is read-only, so one that
+ * passed passes again: it is not checked twice (a dry run's plan is checked
+ * as it is read and again as it is shown, thousands of paths each time).
+ */
+const passed = new WeakSet<MergePlan>();
+
+/**
  * `plan`, unchanged, when {@linkcode planProblems} finds nothing.
  *
  * @throws {PlanError} listing the problems
  */
 export function checkPlan(plan: MergePlan): MergePlan {
+  if (passed.has(plan)) return plan;
   const problems = planProblems(plan);
   if (problems.length > 0) throw new PlanError(problems);
+  passed.add(plan);
   return plan;
 }
 

@@ -129,10 +129,11 @@ export function planToJson(plan: MergePlan): PlanJson {
 
 /** Reads one field of a plan document, naming where a wrong one is. */
 class Reader {
-  constructor(readonly where: string) {}
+  /** Where, or how to say it: worded only for an error (a plan may hold thousands of entries). */
+  constructor(readonly where: string | (() => string)) {}
 
   fail(what: string): never {
-    throw new PlanError([`${this.where}: ${what}`]);
+    throw new PlanError([`${typeof this.where === "string" ? this.where : this.where()}: ${what}`]);
   }
 
   object(x: unknown): Record<string, unknown> {
@@ -160,6 +161,10 @@ class Reader {
  * @throws {PlanError} naming `where` when it is malformed
  */
 export function parseSignatureJson(x: unknown, where: string): Signature {
+  return signatureAt(x, where);
+}
+
+function signatureAt(x: unknown, where: string | (() => string)): Signature {
   const r = new Reader(where);
   const o = r.object(x);
   const type = r.string(o, "type");
@@ -185,11 +190,11 @@ function present(s: Signature, r: Reader, key: string): Present {
 }
 
 function parseEntry(x: unknown, i: number): PlanEntry {
-  const r = new Reader(`paths[${i}]`);
+  const r = new Reader(() => `paths[${i}]`);
   const o = r.object(x);
   const path = r.string(o, "path");
   const action = r.string(o, "action");
-  const sig = (key: string) => parseSignatureJson(o[key], `paths[${i}].${key}`);
+  const sig = (key: string) => signatureAt(o[key], () => `paths[${i}].${key}`);
   switch (action) {
     case "take": {
       const bytes = o.bytes;

@@ -201,3 +201,34 @@ export function writeFilePatch(change: FileChange, options: WritePatchOptions = 
 export function filesLine(status: ChangeStatus, path: string): string {
   return `${status}\t${cQuote(path)}\n`;
 }
+
+const NO_MODE = "000000";
+
+/**
+ * Returns one line of a raw list: what `git diff --raw --full-index
+ * --no-renames` prints for the path (`:<old mode> <new mode> <old id>
+ * <new id> <status>`, a TAB, the C-quoted path, a newline), an absent side
+ * as mode `000000` and the all-zero id. It names both sides' blobs even for
+ * a change of mode alone, where the patch names none.
+ *
+ * @example
+ * ```ts
+ * import { rawLine } from "./writer.ts";
+ * const id = "0123456789012345678901234567890123456789";
+ * rawLine("A", "a.txt", null, { mode: 0o100644 }, null, id);
+ * // ":000000 100644 0000000000000000000000000000000000000000 0123...6789 A\ta.txt\n"
+ * ```
+ */
+export function rawLine(
+  status: ChangeStatus,
+  path: string,
+  oldSide: { readonly mode: GitMode } | null,
+  newSide: { readonly mode: GitMode } | null,
+  oldId: string | null,
+  newId: string | null,
+): string {
+  const mode = (s: { readonly mode: GitMode } | null) => s === null ? NO_MODE : octal(s.mode);
+  return `:${mode(oldSide)} ${mode(newSide)} ${oldId ?? ZERO_ID} ${newId ?? ZERO_ID} ${status}\t${
+    cQuote(path)
+  }\n`;
+}

@@ -753,7 +753,7 @@ for (const forks of POLICIES) {
     using sb = sandbox();
     put(sb.root, "a.txt", "a\n");
     using ws = create({ root: sb.root, env: {} }, forks);
-    for (const name of ["diff.patch", "files"]) {
+    for (const name of ["diff.patch", "files", "raw"]) {
       const label = name.replace(".", "-");
       const fork = ws.fork(label);
       put(fork.path, "a.txt", "changed\n");

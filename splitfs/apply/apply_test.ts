@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import { fingerprintDiff, sandbox } from "../_testing.ts";
 import { applyPlan } from "./transaction.ts";
+import { Dir } from "../fd/dir.ts";
+import { readLog } from "./intent_log.ts";
+import { fsyncAll } from "./fs_extra.ts";
+import { FsError } from "../fd/ffi.ts";
 import { listResolutions, recover } from "./recover.ts";
 import {
   ApplyFailedError,
@@ -345,3 +349,53 @@ Deno.test({
   );
   assert.deepEqual([...Deno.readDirSync(sb.root)], []);
 });
+
+Deno.test({
+  name: "apply: a phase's steps are logged together, before the first of them runs",
+  permissions: PERMS,
+}, async () => {
+  using sb = sandbox("marsh-apply-");
+  const pre: Spec = { "a.txt": { file: "a" }, "b.txt": { file: "b" }, "gone": { file: "g" } };
+  const post: Spec = { "a.txt": { file: "A" }, "b.txt": { file: "B" }, "n/m/x": { file: "x" } };
+  writeSpec(sb.root, pre);
+  const { plan, content } = planOf(pre, post);
+  const seen = new Map<string, string[]>();
+  await applyPlan(sb.root, plan, {
+    id: "r1",
+    content,
+    onStep: (s) => {
+      if (!s.endsWith(":logged")) return;
+      using res = Dir.openAbsolute(`${sb.root}/.marsh/resolve/r1`);
+      seen.set(s, readLog(res).flatMap((r) => r.t === "step" ? [r.kind] : []));
+    },
+  });
+  const backups = ["backup", "backup", "backup"], mkdirs = ["mkdir", "mkdir"];
+  const places = ["place", "place", "place"];
+  // The log holds every step of a phase from its first step on, and none of the next phase's.
+  assert.deepEqual(seen.get("backup-0:logged"), backups);
+  assert.deepEqual(seen.get("backup-2:logged"), backups);
+  assert.deepEqual(seen.get("mkdir-3:logged"), [...backups, ...mkdirs]);
+  assert.deepEqual(seen.get("place-5:logged"), [...backups, ...mkdirs, ...places]);
+  assert.equal(seen.size, 8);
+});
+
+Deno.test(
+  { name: "fsyncAll flushes many at once, and names one that fails", permissions: PERMS },
+  async () => {
+    using sb = sandbox("marsh-apply-");
+    using dir = Dir.openAbsolute(sb.root);
+    const files = Array.from({ length: 5 }, (_, i) => dir.createFile(`f${i}`, 0o600));
+    try {
+      for (const f of files) f.writeAll(new TextEncoder().encode("x"));
+      await fsyncAll([...files, dir]);
+      // A descriptor no file holds: its fsync fails, and the error names its path.
+      await assert.rejects(
+        fsyncAll([...files, { fd: 1_000_000, path: "gone" }]),
+        (e) =>
+          e instanceof FsError && e.call === "fsync" && e.path === "gone" && e.code === "EBADF",
+      );
+    } finally {
+      for (const f of files) f.close();
+    }
+  },
+);

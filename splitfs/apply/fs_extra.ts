@@ -23,6 +23,28 @@ export function fsyncDir(dir: Dir): void {
   check(libc().fsync(dir.fd), "fsync", dir.path);
 }
 
+/**
+ * Flushes every descriptor given (files or directories), all at once, each
+ * `fsync` on a thread of its own: the file system commits them together,
+ * where one after the other each would wait for a commit of its own. When
+ * this returns, each is on disk.
+ *
+ * @throws {FsError} naming the first that failed
+ */
+export async function fsyncAll(
+  targets: readonly { readonly fd: number; readonly path: string }[],
+): Promise<void> {
+  const results = await Promise.all(targets.map((t) => libc().fsync_nonblocking(t.fd)));
+  for (const [i, r] of results.entries()) {
+    if (r !== -1) continue;
+    const t = targets[i]!;
+    // Its errno belongs to the thread that ran it: flushing again here names the error, and a
+    // second flush that succeeds does not undo the first one's failure (EIO is said then).
+    check(libc().fsync(t.fd), "fsync", t.path);
+    throw new FsError("fsync", t.path, E.EIO);
+  }
+}
+
 /** Opens (creating it when absent, never through a symlink) a child file for appending. */
 export function openAppend(dir: Dir, name: string): FileHandle {
   const path = childPath(dir.path, name);

@@ -160,7 +160,16 @@ export class IntentLog implements Disposable {
 
   /** Appends a record and flushes it: when this returns, the record survives a crash. */
   append(r: LogRecord): void {
-    this.#file.writeAll(new TextEncoder().encode(encodeRecord(r)));
+    this.appendAll([r]);
+  }
+
+  /**
+   * Appends records in one write and flushes them once: when this returns,
+   * each survives a crash. A crash before may keep the first few whole (a
+   * torn last line is dropped, as for one record).
+   */
+  appendAll(records: readonly LogRecord[]): void {
+    this.#file.writeAll(new TextEncoder().encode(records.map(encodeRecord).join("")));
     this.#file.sync();
   }
 

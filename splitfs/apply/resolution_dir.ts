@@ -64,13 +64,16 @@ export function openResolveRoot(root: Dir, create: boolean): Dir | null {
   return dir;
 }
 
-/** Makes a new resolution's directory with empty `stage/` and `backup/`, flushed. */
+/**
+ * Makes a new resolution's directory with empty `stage/` and `backup/`, its
+ * name flushed. Its own entries are flushed with its log's name, which is
+ * made next (`IntentLog.open`): nothing is written before that.
+ */
 export function makeResolutionDir(resolveRoot: Dir, id: string): Dir {
   resolveRoot.mkdir(checkId(id), 0o700);
   const dir = resolveRoot.openDir(id);
   dir.mkdir(STAGE_DIR, 0o700);
   dir.mkdir(BACKUP_DIR, 0o700);
-  fsyncDir(dir);
   fsyncDir(resolveRoot);
   return dir;
 }

@@ -12,7 +12,7 @@
 
 import type { Dir } from "../fd/dir.ts";
 import { comparePaths } from "../../model/resolution_plan.ts";
-import { fsyncDir, openParent, parentOf } from "./fs_extra.ts";
+import { fsyncAll, openParent, parentOf } from "./fs_extra.ts";
 import type { Op, Prior, StepKind } from "./intent_log.ts";
 import type { Changed } from "./errors.ts";
 import { identityOf } from "./path_state.ts";
@@ -146,27 +146,43 @@ function parentPath(path: string): string {
  * parent, and each directory made), then the resolution's own dirs, so
  * the renames are on disk before the log says they are final.
  */
-export function syncTouched(root: Dir, work: Work, ops: readonly Op[]): void {
+export async function syncTouched(root: Dir, work: Work, ops: readonly Op[]): Promise<void> {
   const dirs = new Set<string>();
   for (const op of ops) {
     dirs.add(parentPath(op.path));
     if (op.after.kind === "dir") dirs.add(op.path);
   }
-  for (const d of dirs) {
-    if (d === "") {
-      fsyncDir(root);
-      continue;
+  // Opened first, then flushed together (fsyncAll); at most SYNC_BATCH descriptors held.
+  const open: Dir[] = [];
+  const flush = async () => {
+    try {
+      await fsyncAll(open);
+    } finally {
+      for (const d of open.splice(0)) d.close();
     }
-    const p = openParent(root, d);
-    if (!p.ok) continue;
-    using parent = p.dir;
-    if (parent.statAt(p.name)?.kind !== "dir") continue;
-    using dir = parent.openDir(p.name);
-    fsyncDir(dir);
+  };
+  try {
+    for (const d of dirs) {
+      if (d === "") {
+        open.push(root.dup());
+      } else {
+        const p = openParent(root, d);
+        if (!p.ok) continue;
+        using parent = p.dir;
+        if (parent.statAt(p.name)?.kind !== "dir") continue;
+        open.push(parent.openDir(p.name));
+      }
+      if (open.length >= SYNC_BATCH) await flush();
+    }
+    open.push(work.stage.dup(), work.backup.dup());
+    await flush();
+  } finally {
+    for (const d of open) d.close();
   }
-  fsyncDir(work.stage);
-  fsyncDir(work.backup);
 }
+
+/** How many directories are flushed together at most (each holds a descriptor meanwhile). */
+const SYNC_BATCH = 64;
 
 /**
  * Undoes the logged steps, last first, each only if it ran; `onUndo` is
@@ -184,5 +200,5 @@ export async function rollBack(
     await onUndo?.(logged.length - 1 - i);
     undoStep(root, work, ops[s.n]!, s.kind);
   }
-  syncTouched(root, work, ops);
+  await syncTouched(root, work, ops);
 }

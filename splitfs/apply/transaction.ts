@@ -14,7 +14,7 @@
  * @module
  */
 
-import { Dir } from "../fd/dir.ts";
+import { Dir, type FileHandle } from "../fd/dir.ts";
 import {
   checkPlan,
   comparePaths,
@@ -28,7 +28,7 @@ import {
   ConcurrentChangeError,
   RollbackFailedError,
 } from "./errors.ts";
-import { blobIdOfFile, fsyncDir } from "./fs_extra.ts";
+import { blobIdOfFile, fsyncAll, fsyncDir } from "./fs_extra.ts";
 import { IntentLog, type Op } from "./intent_log.ts";
 import { describeState } from "./path_state.ts";
 import { type Blocked, checkOps, hexLengthOf, opsOf } from "./plan_ops.ts";
@@ -104,16 +104,29 @@ export interface Applied {
   readonly ops: readonly Op[];
 }
 
-/** Stages one taken file or symlink as `stage/s<n>`, checked against its signature. */
-async function stageOne(work: Work, op: Op, opts: ApplyOptions, hexLength: number): Promise<void> {
+/** How many staged files are flushed together at most (each holds a descriptor meanwhile). */
+const SYNC_BATCH = 64;
+
+/**
+ * Stages one taken file or symlink as `stage/s<n>`, checked against its
+ * signature. Returns a file written here, still open and not yet flushed:
+ * the caller flushes it (a hard link's inode is on disk already).
+ */
+async function stageOne(
+  work: Work,
+  op: Op,
+  opts: ApplyOptions,
+  hexLength: number,
+): Promise<FileHandle | null> {
   const name = stageName(op.n);
   const after = op.after;
   if (after.kind === "symlink") {
     work.stage.symlink(new TextEncoder().encode(after.target), name);
-    return;
+    return null;
   }
-  if (after.kind !== "file") return;
+  if (after.kind !== "file") return null;
   const c = await opts.content({ path: op.path, after });
+  const written = !("link" in c);
   if ("link" in c) {
     c.link.link(c.name, work.stage, name);
   } else {
@@ -124,17 +137,71 @@ async function stageOne(work: Work, op: Op, opts: ApplyOptions, hexLength: numbe
       src.copyTo(dst, "reflink");
     }
     dst.chmod(after.mode);
-    dst.sync();
   }
-  using staged = work.stage.openFile(name);
-  const blob = blobIdOfFile(staged, hexLength);
-  const perm = staged.stat().perm;
-  if (blob !== after.blob || perm !== after.mode) {
-    throw new Error(
-      `the bytes given for ${op.path} are not what the plan takes ` +
-        `(${describeState({ kind: "file", perm, blob })}, not ${describeState(after)}); plan again`,
-    );
+  const staged = work.stage.openFile(name);
+  try {
+    const blob = blobIdOfFile(staged, hexLength);
+    const perm = staged.stat().perm;
+    if (blob !== after.blob || perm !== after.mode) {
+      throw new Error(
+        `the bytes given for ${op.path} are not what the plan takes ` +
+          `(${describeState({ kind: "file", perm, blob })}, not ${
+            describeState(after)
+          }); plan again`,
+      );
+    }
+  } catch (error) {
+    staged.close();
+    throw error;
   }
+  if (written) return staged;
+  staged.close();
+  return null;
+}
+
+/**
+ * Stages every taken file and symlink, then flushes the files written
+ * (`SYNC_BATCH` at a time, together; `stage/` itself with the last batch,
+ * once every entry is in it): every staged entry is on disk before the
+ * re-check.
+ */
+async function stageAll(
+  work: Work,
+  ops: readonly Op[],
+  opts: ApplyOptions,
+  hexLength: number,
+): Promise<void> {
+  const unsynced: (FileHandle | Dir)[] = [];
+  const flush = async () => {
+    try {
+      await fsyncAll(unsynced);
+    } finally {
+      for (const f of unsynced.splice(0)) f.close();
+    }
+  };
+  try {
+    for (const op of ops) {
+      const file = await stageOne(work, op, opts, hexLength);
+      if (file === null) continue;
+      unsynced.push(file);
+      if (unsynced.length >= SYNC_BATCH) await flush();
+    }
+    unsynced.push(work.stage.dup());
+    await flush();
+  } finally {
+    for (const f of unsynced) f.close();
+  }
+}
+
+/** `steps` cut where their kind changes: the backups, the directories made, the placements. */
+function phasesOf(steps: readonly Step[]): Step[][] {
+  const out: Step[][] = [];
+  for (const s of steps) {
+    const last = out.at(-1);
+    if (last !== undefined && last[0]!.kind === s.kind) last.push(s);
+    else out.push([s]);
+  }
+  return out;
 }
 
 /**
@@ -184,8 +251,7 @@ export async function applyPlan(
   const logged: Step[] = [];
   let refusal: Error | null = null;
   try {
-    for (const op of ops) await stageOne(work, op, opts, hexLength);
-    fsyncDir(stage);
+    await stageAll(work, ops, opts, hexLength);
     await step("staged");
     const checked = checkOps(root, ops, gitModes, hexLength);
     if (checked.changed.length > 0 || checked.blocked.length > 0) {
@@ -196,15 +262,21 @@ export async function applyPlan(
     log.append({ t: "ready", prior });
     await step("ready");
     let i = 0;
-    for (const s of stepsOf(ops, prior)) {
-      const name = `${s.kind}-${i++}`;
-      log.append({ t: "step", kind: s.kind, n: s.n });
-      logged.push(s);
-      await step(`${name}:logged`);
-      runStep(root, work, ops[s.n]!, s.kind, checked.identities[s.n] ?? null);
-      await step(`${name}:done`);
+    for (const phase of phasesOf(stepsOf(ops, prior))) {
+      // A phase's records are flushed together, before its first step runs (one fsync, not
+      // one per step): recovery undoes a logged step only if the disk shows it ran (steps.ts),
+      // and a phase starts once the one before has run whole, so a placement is never logged
+      // while the path still holds what its backup step will move away.
+      log.appendAll(phase.map((s) => ({ t: "step", kind: s.kind, n: s.n })));
+      logged.push(...phase);
+      for (const s of phase) {
+        const name = `${s.kind}-${i++}`;
+        await step(`${name}:logged`);
+        runStep(root, work, ops[s.n]!, s.kind, checked.identities[s.n] ?? null);
+        await step(`${name}:done`);
+      }
     }
-    syncTouched(root, work, ops);
+    await syncTouched(root, work, ops);
     await step("synced");
   } catch (error) {
     try {

@@ -10,7 +10,7 @@
  */
 
 import type { ChangeStatus, FileChange } from "../../patch/change.ts";
-import { filesLine, writeFilePatch } from "../../patch/writer.ts";
+import { filesLine, rawLine, writeFilePatch } from "../../patch/writer.ts";
 import { type CompareOptions, type CompareStats, compareTrees } from "./compare.ts";
 import { type PhaseClock, timed } from "./capture_phases.ts";
 import type { Dir, FileHandle } from "../fd/dir.ts";
@@ -19,6 +19,12 @@ import type { ObjectStore } from "../git/store.ts";
 /** The result file names under `out/<label>/`. */
 export const PATCH_FILE = "diff.patch";
 export const FILES_FILE = "files";
+/**
+ * Every changed path's modes and blob ids, as `git diff --raw --full-index
+ * --no-renames` lists them: what a `--git` merge needs of the patch, without
+ * reading it (docs/resolution.md, "In the service").
+ */
+export const RAW_FILE = "raw";
 
 /** What a capture found. */
 export interface CaptureSummary {
@@ -46,6 +52,8 @@ export interface CaptureResult extends CaptureSummary {
 export interface CaptureSink {
   patch(bytes: Uint8Array): void;
   files(line: string): void;
+  /** The raw list's line (`rawLine`), when the sink keeps one. */
+  raw?(line: string): void;
 }
 
 /**
@@ -73,6 +81,7 @@ export function writeChanges(
     timed(clock, "out files", () => {
       sink.patch(out.patch);
       sink.files(filesLine(out.status, change.path));
+      sink.raw?.(rawLine(out.status, change.path, change.old, change.new, out.oldId, out.newId));
     });
     counts[out.status]++;
     files++;
@@ -106,7 +115,7 @@ const enc = new TextEncoder();
 
 /**
  * Captures a fork into `out` (the empty `out/<label>/` directory): `files`
- * always, `diff.patch` only when something changed. On any error the partial
+ * always, `diff.patch` and `raw` only when something changed. On any error the partial
  * results are removed and the error is rethrown. A `clock` is given each
  * phase's time (`capture_phases.ts`).
  */
@@ -120,15 +129,18 @@ export function captureToDir(
   const stats: CompareStats = { changedBytes: 0, skippedIgnored: 0, skippedSpecial: 0 };
   let patch: FileHandle | null = null;
   let files: FileHandle | null = null;
+  let raw: FileHandle | null = null;
   try {
     patch = timed(clock, "out files", () => out.createFile(PATCH_FILE, 0o644));
     files = timed(clock, "out files", () => out.createFile(FILES_FILE, 0o644));
-    const p = patch, f = files;
+    raw = timed(clock, "out files", () => out.createFile(RAW_FILE, 0o644));
+    const p = patch, f = files, r = raw;
     const summary = writeChanges(
       compareTrees(compare, stats),
       {
         patch: (b) => p.writeAll(b),
         files: (line) => f.writeAll(enc.encode(line)),
+        raw: (line) => r.writeAll(enc.encode(line)),
       },
       store,
       stats,
@@ -138,13 +150,18 @@ export function captureToDir(
     timed(clock, "out files", () => {
       p.close();
       f.close();
-      if (summary.files === 0) out.unlink(PATCH_FILE);
+      r.close();
+      if (summary.files === 0) {
+        out.unlink(PATCH_FILE);
+        out.unlink(RAW_FILE);
+      }
     });
     return summary;
   } catch (error) {
     patch?.close();
     files?.close();
-    for (const name of [PATCH_FILE, FILES_FILE]) {
+    raw?.close();
+    for (const name of [PATCH_FILE, FILES_FILE, RAW_FILE]) {
       if (out.statAt(name)?.kind === "file") out.unlink(name);
     }
     throw error;

@@ -40,6 +40,8 @@ const SYMBOLS = {
   futimens: { parameters: ["i32", "buffer"], result: "i32" },
   utimensat: { parameters: ["i32", "buffer", "buffer", "i32"], result: "i32" },
   fsync: { parameters: ["i32"], result: "i32" },
+  // On a thread of its own: several at once are committed together (splitfs/apply/fs_extra.ts).
+  fsync_nonblocking: { name: "fsync", parameters: ["i32"], result: "i32", nonblocking: true },
   realpath: { parameters: ["buffer", "buffer"], result: "pointer" },
   mknodat: { parameters: ["i32", "buffer", "u32", "u64"], result: "i32" },
   lgetxattr: { parameters: ["buffer", "buffer", "buffer", "usize"], result: "isize" },
@@ -100,6 +102,7 @@ export const FICLONE = 0x40049409n;
 /** The errno values marsh branches on. */
 export const E = {
   EPERM: 1,
+  EIO: 5,
   ENOENT: 2,
   EINTR: 4,
   ENXIO: 6,

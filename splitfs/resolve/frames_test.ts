@@ -141,6 +141,12 @@ Deno.test({
   for (const clean of ["mod.txt", "new.bin", "del.txt", "run.sh", "link", "newlink"]) {
     assert.equal(p.get(clean)?.blocked, undefined, clean);
   }
+  // A branch captured before capture wrote its raw list: the patch's headers give the same inputs.
+  Deno.removeSync(`${s.created.dir}/out/a/raw`);
+  assert.deepEqual(
+    await svc.request<MergeInputsReply>({ v: 1, t: "merge-inputs", id: "s1", label: "a" }),
+    reply,
+  );
   await svc.request({ v: 1, t: "remove", id: "s1" });
 });
 

@@ -20,6 +20,7 @@ import { STORE_DIR } from "../../model/layout.ts";
 import { MAX_FILE_BYTES } from "../capture/compare.ts";
 import { openPatch } from "../capture/render.ts";
 import { Dir, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
+import { E, FsError } from "../fd/ffi.ts";
 import type { Stat } from "../fd/stat.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
 import { fatalUtf8 } from "../fd/file_names.ts";
@@ -28,7 +29,8 @@ import { ObjectStore } from "../git/store.ts";
 import { STATUS_FILE } from "../workspace/out_write.ts";
 import type { ResolveView, SplitWorkspace } from "../workspace/workspace.ts";
 import { blobIdOfFile, openParent } from "../apply/fs_extra.ts";
-import { type PatchSide, readPatchEntries } from "./patch_headers.ts";
+import { type PatchEntry, type PatchSide, readPatchEntries } from "./patch_headers.ts";
+import { readRawList } from "./raw_list.ts";
 import { storeHas, storeSourceFile, symlinkTarget } from "./store_blobs.ts";
 
 const MAX_STATUS_BYTES = 64 * 1024;
@@ -44,15 +46,7 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
   using view = ws.resolveView(req.label, req.parent ?? null);
   const where = `branch ${req.label} of split ${ws.id}`;
   checkCaptured(view.out, req.label, where);
-  const patch = openPatch(view.out, req.label);
-  // Captured, and it changed nothing: there is nothing to merge.
-  if (patch === null) return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths: [] };
-  let entries;
-  try {
-    entries = readPatchEntries(patch);
-  } finally {
-    patch.close();
-  }
+  const entries = changedEntries(view.out, req.label);
   using store = ObjectStore.open(view.split, STORE_DIR);
   using parents = new ParentDirs(view.source);
   const side = (s: PatchSide | null, blob: string | null): Signature => {
@@ -75,6 +69,22 @@ export function mergeInputs(ws: SplitWorkspace, req: MergeInputsRequest): MergeI
   });
   paths.sort((a, b) => comparePaths(a.path, b.path));
   return { v: 1, t: "merge-inputs", objects: view.objectsPath, paths };
+}
+
+/**
+ * Every path the branch changed, with both sides' modes and blob ids: from
+ * its raw list, or, for a branch captured before capture wrote one, from
+ * its patch's headers (a change of mode alone then names no blob). None
+ * when it changed nothing (neither is there).
+ */
+function changedEntries(out: Dir, label: string): PatchEntry[] {
+  {
+    using dir = out.openDir(label);
+    const raw = readRawList(dir);
+    if (raw !== null) return raw;
+  }
+  using patch = openPatch(out, label);
+  return patch === null ? [] : readPatchEntries(patch);
 }
 
 /**
@@ -231,11 +241,16 @@ class ParentDirs implements Disposable {
     const up = this.#dir(slash === -1 ? "" : rel.slice(0, slash));
     let found: Dir | { readonly at: string; readonly kind: string } = up;
     if (up instanceof Dir) {
-      const name = rel.slice(slash + 1);
-      const st = up.statAt(name);
-      found = st === null || st.kind !== "dir"
-        ? { at: rel, kind: st?.kind ?? "absent" }
-        : up.openDir(name);
+      // Opened without a stat first: one system call for a directory, the common case.
+      try {
+        found = up.openDir(rel.slice(slash + 1));
+      } catch (error) {
+        if (error instanceof SymlinkRefusedError) found = { at: rel, kind: "symlink" };
+        else if (error instanceof WrongKindError) found = { at: rel, kind: error.kind };
+        else if (error instanceof FsError && error.errno === E.ENOENT) {
+          found = { at: rel, kind: "absent" };
+        } else throw error;
+      }
     }
     this.#dirs.set(rel, found);
     return found;

@@ -15,6 +15,7 @@ import {
   captureToDir,
   FILES_FILE,
   PATCH_FILE,
+  RAW_FILE,
 } from "../capture/capture.ts";
 import type { CandidateDir } from "../capture/compare.ts";
 import { type PhaseClock, timed } from "../capture/capture_phases.ts";
@@ -142,7 +143,7 @@ function openOut(held: Held, label: string): Dir {
   }
   // Capture creates its results O_EXCL, so one already there (a planted
   // symlink above all) would fail it anyway; say what happened.
-  for (const name of [PATCH_FILE, FILES_FILE]) {
+  for (const name of [PATCH_FILE, FILES_FILE, RAW_FILE]) {
     if (out.statAt(name) !== null) {
       out.close();
       throw new RejectedError(`out/${label} was tampered with`, {

@@ -153,6 +153,6 @@ Deno.test({
   assert.equal(bad.code, 2, show(bad));
   const none = await sb.marsh(["checkout", "--session", "nope"]);
   assert.equal(none.code, 2, show(none));
-  assert.match(none.stderr, /no open session "nope".*open sessions: fix/);
+  assert.match(none.stderr, /no open session "nope".*\(open: fix; see marsh sessions\)/);
   assertUnchanged(sb.project, w.pre, "bad requests change nothing");
 });

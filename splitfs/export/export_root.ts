@@ -48,24 +48,15 @@ import {
   nameBytes,
   STRIDE,
 } from "../layers/layer_index.ts";
+import type { RootExportedReply } from "../../protocol/splitfs_export.ts";
 import { ExportError, UnsupportedGitExport } from "./export_errors.ts";
 import { GitStore } from "./git_store.ts";
 import { type Located, type StackDir, StackView } from "./stack_view.ts";
 import { createHash } from "node:crypto";
 
 /** What an export did. */
-export interface ExportRootResult {
-  /** The repository's gitdir and the object dir written. */
-  readonly gitDir: string;
-  readonly objectsDir: string;
-  /** Objects written: blobs and trees. */
-  readonly blobs: number;
-  readonly trees: number;
-  /** Bytes of the blobs written (uncompressed). */
-  readonly bytes: number;
-  /** Objects Git had already (a present tree counts once, whatever is below it). */
-  readonly present: number;
-}
+/** What an export did: the `root-exported` reply without its `v` and `t`. */
+export type ExportRootResult = Omit<RootExportedReply, "v" | "t">;
 
 /** Files up to this size are read whole; larger ones stream through a deflater. */
 const WHOLE_MAX = 8 * 1024 * 1024;

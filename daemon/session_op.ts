@@ -23,7 +23,7 @@ import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import type { ViewState } from "./session_context.ts";
 import { newRecordId } from "./session_context.ts";
-import { captureAndPublish, dropOp, type SealDeps } from "./session_seal.ts";
+import { captureAndPublish, dropOp, type PhaseTimes, type SealDeps } from "./session_seal.ts";
 import type { AttemptEvents, OperationLaunchSpec } from "./worker_link.ts";
 
 /** The FIFO names in the caller's io dir. */
@@ -42,6 +42,8 @@ export interface OpDeps extends SealDeps {
   };
   /** The control dir, canonical. */
   readonly home: string;
+  /** Keeps an operation's step times for `marsh log --json` (`timing_ms`). */
+  readonly timed?: (operation: string, timing: PhaseTimes) => void;
   /** The split-filesystem service's namespace, where its mounts live (unprivileged daemon). */
   readonly namespace: { readonly pid: number } | null;
   /**
@@ -189,7 +191,10 @@ export async function runOperation(
   const end = await ended.promise;
   over = true;
   const t0 = performance.now();
-  const drop = () => dropOp({ id, at, head }, d);
+  // Each step's time, from the drain on (docs/checkpoints.md "An operation").
+  const timing: PhaseTimes = {};
+  d.timed?.(id, timing);
+  const drop = () => dropOp({ id, at, head, timing }, d);
 
   if (!end.launched) {
     const why = `the command could not start: ${end.error ?? "no launch was reported"}`;
@@ -208,6 +213,7 @@ export async function runOperation(
     ? { kind: "signaled", signal: exit.signal ?? "SIGKILL" }
     : { kind: "exited", code: exit.code };
   j.drainOperation(id, outcome, d.now());
+  timing.drain = performance.now() - t0;
   await d.pause("op-drained");
   const status = cancelled ? 130 : exitCodeOf(exit.code, exit.signal);
   const execution = {
@@ -233,7 +239,7 @@ export async function runOperation(
     });
     return;
   }
-  const pub = await captureAndPublish({ id, at, head }, d);
+  const pub = await captureAndPublish({ id, at, head, timing }, d);
   const bindMs = performance.now() - t0;
   if (pub.kind === "failed") {
     await done({
@@ -273,6 +279,7 @@ export async function runOperation(
   const t1 = performance.now();
   const view = await d.views(s, c.layers);
   const viewMs = view === null ? null : performance.now() - t1;
+  if (viewMs !== null) timing.view = viewMs;
   const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
   const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
   // Durable and visible are two results, timed apart (docs/checkpoints.md, step 7).
@@ -290,6 +297,7 @@ export async function runOperation(
     status,
     bind_ms: bindMs,
     view_ms: viewMs,
+    timing_ms: timing,
     message: `marsh: checkpoint ${c.id} (${what})` +
       (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
   });

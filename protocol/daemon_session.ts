@@ -154,6 +154,10 @@ export interface SessionStartedReply {
   /** For a snapshot: what it holds. */
   readonly files: number | null;
   readonly bytes: number | null;
+  /** For a checkpoint: the journal's fork (one transaction), in ms; null for a snapshot. */
+  readonly fork_ms: number | null;
+  /** The view's first mount, after it, in ms. */
+  readonly view_ms: number | null;
   readonly message: string;
 }
 
@@ -218,6 +222,8 @@ export interface LogEntryInfo {
   /** The first {@linkcode MAX_LOG_PATHS} of them. */
   readonly paths: readonly LogPath[];
   readonly truncated: boolean;
+  /** Each step's time in ms from the drain on, for an operation this daemon ran (else null). */
+  readonly timing_ms?: Readonly<Record<string, number>> | null;
 }
 
 /** At most this many changed paths a log entry lists. */
@@ -280,6 +286,8 @@ export interface OpDoneReply {
   /** From the command's end to the head's move (durable), and the view's remount (visible). */
   readonly bind_ms: number | null;
   readonly view_ms: number | null;
+  /** Each step's time in ms from the drain on (drain, capture, intent, seal, bind, drop, view). */
+  readonly timing_ms?: Readonly<Record<string, number>>;
   /** Lines for stderr (the checkpoint line, or why nothing was published). */
   readonly message: string;
 }

@@ -81,7 +81,7 @@ export interface StorageTerms {
   readonly tree: number;
   /** The new layer's `meta.json` and `SEALED` (its transition and root). */
   readonly root: number;
-  /** The journal's growth for the checkpoint (its operation, intent, checkpoint and head rows). */
+  /** The journal's rows' growth for the checkpoint (its operation, intent, checkpoint and head rows). */
   readonly journal: number;
   /** A native projection's delta: none (the view is an overlay mount, it writes nothing). */
   readonly projection: number;
@@ -103,7 +103,7 @@ export function renderStorageEquation(t: StorageTerms, changedBytes: number): st
     ` (the changed files' bytes: ${b(changedBytes)})`,
     `    + new changed canonical tree bytes    ${b(t.tree)} (the layer's index and stat)`,
     `    + transition/root bytes               ${b(t.root)} (meta.json, SEALED)`,
-    `    + intent/operation/checkpoint/ref     ${b(t.journal)} (journal.db growth)`,
+    `    + intent/operation/checkpoint/ref     ${b(t.journal)} (journal rows' payload)`,
     `    + projection delta                    ${b(t.projection)} (the view is a mount)`,
     `    - reclaimed unreachable bytes         ${b(t.reclaimed)} (no gc ran)`,
   ].join("\n");

@@ -141,6 +141,7 @@ export async function runOperation(
   const done = (r: Omit<OpDoneReply, "v" | "t" | "operation" | "session">) =>
     conn.send({ v: 1, t: "op.done", operation: id, session: s.name, ...r });
   let merged: string;
+  const tp = performance.now();
   try {
     merged = (await d.store.prepareOp(at, id, head.layers)).merged;
   } catch (error) {
@@ -148,6 +149,7 @@ export async function runOperation(
     j.failOperation(id, why, d.now());
     throw new RequestError(125, `${why}; nothing ran`);
   }
+  const prepareMs = performance.now() - tp;
 
   // Cancel: an op.cancel frame, or the caller's connection closing.
   let cancelled = false;
@@ -191,8 +193,9 @@ export async function runOperation(
   const end = await ended.promise;
   over = true;
   const t0 = performance.now();
-  // Each step's time, from the drain on (docs/checkpoints.md "An operation").
-  const timing: PhaseTimes = {};
+  // Each step's time from the drain on, and the overlay's making before the launch
+  // (docs/checkpoints.md "An operation").
+  const timing: PhaseTimes = { prepare: prepareMs };
   d.timed?.(id, timing);
   const drop = () => dropOp({ id, at, head, timing }, d);
 

@@ -32,7 +32,7 @@ export interface SealDeps {
  * and `marsh log --json`'s `timing_ms`; `deno task bench --checkpoints`).
  */
 export type PhaseTimes = Partial<
-  Record<"drain" | "capture" | "intent" | "seal" | "bind" | "drop" | "view", number>
+  Record<"prepare" | "drain" | "capture" | "intent" | "seal" | "bind" | "drop" | "view", number>
 >;
 
 /** One drained operation to publish. */

@@ -222,7 +222,7 @@ export interface LogEntryInfo {
   /** The first {@linkcode MAX_LOG_PATHS} of them. */
   readonly paths: readonly LogPath[];
   readonly truncated: boolean;
-  /** Each step's time in ms from the drain on, for an operation this daemon ran (else null). */
+  /** As `op.done`'s `timing_ms`, for an operation this daemon ran (else null). */
   readonly timing_ms?: Readonly<Record<string, number>> | null;
 }
 
@@ -286,7 +286,10 @@ export interface OpDoneReply {
   /** From the command's end to the head's move (durable), and the view's remount (visible). */
   readonly bind_ms: number | null;
   readonly view_ms: number | null;
-  /** Each step's time in ms from the drain on (drain, capture, intent, seal, bind, drop, view). */
+  /**
+   * Each step's time in ms: `prepare` (the op's overlay, before the launch), then from the
+   * drain on `drain`, `capture`, `intent`, `seal`, `bind`, `drop`, `view`.
+   */
   readonly timing_ms?: Readonly<Record<string, number>>;
   /** Lines for stderr (the checkpoint line, or why nothing was published). */
   readonly message: string;

@@ -178,7 +178,7 @@ export async function measureSize(
     };
     const smallEntries = await timed(smallIds);
     const phases: Record<string, number> = {};
-    for (const k of ["drain", "capture", "intent", "seal", "bind", "drop", "view"]) {
+    for (const k of ["prepare", "drain", "capture", "intent", "seal", "bind", "drop", "view"]) {
       const xs = smallEntries.map((e) => e.timing_ms?.[k]).filter((x) => x !== undefined);
       if (xs.length > 0) phases[k] = median(xs);
     }

@@ -205,8 +205,11 @@ function seriesNote(s: Series): string {
   const slopes = `; journal ${s.journalSlope === null ? "n/a" : bytes(s.journalSlope)}/op ` +
     `(rows ${s.payloadSlope === null ? "n/a" : bytes(s.payloadSlope)}/op), ` +
     `layers ${s.layerSlope === null ? "n/a" : bytes(s.layerSlope)}/op`;
+  const steps = Object.entries(s.phases).map(([k, v]) =>
+    `${k} ${fmtMs(v.firstMs)} -> ${fmtMs(v.lastMs)}`
+  ).join(", ");
   return `${s.kind}: marsh op wall, first tenth ${fmtMs(s.wall.firstMs)} -> last tenth ` +
-    `${fmtMs(s.wall.lastMs)} (${fmtRatio(s.wall.ratio)})${d}${slopes}`;
+    `${fmtMs(s.wall.lastMs)} (${fmtRatio(s.wall.ratio)})${d}${slopes}; steps: ${steps}`;
 }
 
 /** The report as text. */

@@ -43,6 +43,8 @@ export interface Series {
   readonly wall: Drift;
   /** Daemon side, drain to the head's CAS, from `timing_ms`. */
   readonly cas: Drift | null;
+  /** Each step's drift (`timing_ms`), over the operations that have it. */
+  readonly phases: Readonly<Record<string, Drift>>;
   /** Journal pages' bytes per operation (least squares over the points). */
   readonly journalSlope: number | null;
   /** Journal rows' payload bytes per operation. */
@@ -95,12 +97,16 @@ async function series(
   }
   const byId = new Map((await m.log({ all: true, session })).entries.map((e) => [e.checkpoint, e]));
   const cas: number[] = [];
+  const steps: Record<string, number[]> = {};
   for (const id of ids) {
     const t = byId.get(id)?.timing_ms;
     if (t?.bind !== undefined) {
       cas.push((t.drain ?? 0) + (t.capture ?? 0) + (t.intent ?? 0) + (t.seal ?? 0) + t.bind);
     }
+    for (const [k, v] of Object.entries(t ?? {})) (steps[k] ??= []).push(v);
   }
+  const phases: Record<string, Drift> = {};
+  for (const [k, v] of Object.entries(steps)) phases[k] = drift(v);
   const xs = points.map((p) => p.count);
   const fit = (ys: number[]) => xs.length >= 2 ? slope(xs, ys) : null;
   return {
@@ -108,6 +114,7 @@ async function series(
     points,
     wall: drift(walls),
     cas: cas.length === ids.length ? drift(cas) : null,
+    phases,
     journalSlope: fit(points.map((p) => p.journalBytes)),
     payloadSlope: fit(points.map((p) => p.journalPayload)),
     layerSlope: fit(points.map((p) => p.layerBytes)),

@@ -16,7 +16,9 @@ export const USAGE =
   "Usage: deno task bench [--sizes=1000,10000,100000] [--runs=N] [--seed=N] [--json] " +
   "[--split] [--strategies=auto,copy] [--branches=4] [--kit] [--kit-runs=10] [--kit-branches=1,4]" +
   "\n       deno task bench --cli [--cli-runs=21] [--json]" +
-  "\n       deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]";
+  "\n       deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]" +
+  "\n       deno task bench --checkpoints [--sizes=10000,100000] [--runs=30] " +
+  "[--serial=1,10,100] [--seed=N] [--json]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
 /** The fork policies the per-size tables compare, in column order. */
 export const POLICIES: readonly ForkPolicy[] = ["auto", "copy"];
@@ -63,7 +65,18 @@ export interface Options {
   readonly cliRuns: number | null;
   /** Only the resolution table (bench/resolve.ts). */
   readonly resolve: boolean;
+  /** Only the checkpoint tables (bench/checkpoints.ts). */
+  readonly checkpoints: boolean;
+  /** Their serial series' counts. */
+  readonly serial: readonly number[];
 }
+
+/** The checkpoint tables' sizes without --sizes. */
+export const CHECKPOINT_SIZES: readonly number[] = [10_000, 100_000];
+/** Their timed runs without --runs. */
+export const CHECKPOINT_RUNS = 30;
+/** Their serial counts without --serial (1,000 takes some minutes more: ask for it). */
+const CHECKPOINT_SERIAL = [1, 10, 100];
 
 function positiveInt(flag: string, text: string): number {
   if (!/^[0-9]+$/.test(text) || Number(text) < 1 || !Number.isSafeInteger(Number(text))) {
@@ -115,6 +128,8 @@ export function parseOptions(args: readonly string[]): Options {
         cli: { type: "boolean" },
         "cli-runs": { type: "string" },
         resolve: { type: "boolean" },
+        checkpoints: { type: "boolean" },
+        serial: { type: "string" },
       },
     }));
   } catch (err) {
@@ -143,6 +158,10 @@ export function parseOptions(args: readonly string[]): Options {
       ? CLI_RUNS
       : positiveInt("cli-runs", values["cli-runs"]),
     resolve: values.resolve ?? false,
+    checkpoints: values.checkpoints ?? false,
+    serial: values.serial === undefined
+      ? CHECKPOINT_SERIAL
+      : intList("serial", values.serial).sort((a, b) => a - b),
   };
 }
 

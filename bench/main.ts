@@ -31,7 +31,11 @@
  *                 [--kit-branches=1,4]
  * deno task bench --cli [--cli-runs=21] [--json]
  * deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]
+ * deno task bench --checkpoints [--sizes=10000,100000] [--runs=30] [--serial=1,10,100] [--json]
  * ```
+ *
+ * `--checkpoints` prints only the checkpoint sessions' figures (issue 14 §5,
+ * bench/checkpoints.ts) against their targets.
  *
  * Permissions (the task's): read/write (trees in bench/.trees/, temp dirs),
  * run (cp, rm, chmod, git, sync, bash, ./marsh, /usr/bin/time, docker,
@@ -47,7 +51,10 @@ import { measureResolve, renderResolve, RESOLVE_RUNS, RESOLVE_SIZES } from "./re
 import { type CliTree, measureResolveCli, renderResolveCli } from "./resolve_cli.ts";
 import { measureBaselines } from "./baselines.ts";
 import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
+import { runCheckpoints } from "./checkpoints_main.ts";
 import {
+  CHECKPOINT_RUNS,
+  CHECKPOINT_SIZES,
   COPY_DEFAULT_BELOW,
   kitWanted,
   onlySome,
@@ -368,6 +375,15 @@ if (import.meta.main) {
     const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
     const result = await runCliBench(deno, options.cliRuns, (l) => console.error(l));
     console.log(options.json ? JSON.stringify(result, null, 2) : renderCliBench(result));
+  } else if (options.checkpoints) {
+    await runCheckpoints({
+      sizes: options.sizesGiven ? options.sizes : CHECKPOINT_SIZES,
+      runs: options.runs ?? CHECKPOINT_RUNS,
+      serial: options.serial,
+      seed: options.seed,
+      json: options.json,
+      args: Deno.args,
+    });
   } else if (options.resolve) {
     await using git = await HardenedGit.create();
     const log = (l: string) => console.error(`bench: ${l}`);

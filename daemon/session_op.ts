@@ -24,7 +24,13 @@ import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import type { ViewState } from "./session_context.ts";
 import { newRecordId } from "./session_context.ts";
-import { captureAndPublish, dropOp, type Published, type SealDeps } from "./session_seal.ts";
+import {
+  captureAndPublish,
+  dropOp,
+  type PhaseTimes,
+  type Published,
+  type SealDeps,
+} from "./session_seal.ts";
 import type { AttemptEvents, OperationLaunchSpec } from "./worker_link.ts";
 
 /** The FIFO names in the caller's io dir. */
@@ -43,6 +49,8 @@ export interface OpDeps extends SealDeps {
   };
   /** The control dir, canonical. */
   readonly home: string;
+  /** Keeps an operation's step times for `marsh log --json` (`timing_ms`). */
+  readonly timed?: (operation: string, timing: PhaseTimes) => void;
   /** The split-filesystem service's namespace, where its mounts live (unprivileged daemon). */
   readonly namespace: { readonly pid: number } | null;
   /**
@@ -150,6 +158,7 @@ export async function runOperation(
   const done = (r: Omit<OpDoneReply, "v" | "t" | "operation" | "session">) =>
     conn.send({ v: 1, t: "op.done", operation: id, session: s.name, ...r });
   let merged: string;
+  const tp = performance.now();
   try {
     merged = (await d.store.prepareOp(at, id, head.layers)).merged;
   } catch (error) {
@@ -157,6 +166,7 @@ export async function runOperation(
     j.failOperation(id, why, d.now());
     throw new RequestError(125, `${why}; nothing ran`);
   }
+  const prepareMs = performance.now() - tp;
 
   const project = d.view.view === "project";
   j.recordView(id, { view: project ? "project" : "relative", reason: d.view.reason });
@@ -203,7 +213,11 @@ export async function runOperation(
   const end = await ended.promise;
   over = true;
   const t0 = performance.now();
-  const drop = () => dropOp({ id, at, head }, d);
+  // Each step's time from the drain on, and the overlay's making before the launch
+  // (docs/checkpoints.md "An operation").
+  const timing: PhaseTimes = { prepare: prepareMs };
+  d.timed?.(id, timing);
+  const drop = () => dropOp({ id, at, head, timing }, d);
 
   if (!end.launched) {
     const why = `the command could not start: ${end.error ?? "no launch was reported"}`;
@@ -222,6 +236,7 @@ export async function runOperation(
     ? { kind: "signaled", signal: exit.signal ?? "SIGKILL" }
     : { kind: "exited", code: exit.code };
   j.drainOperation(id, outcome, d.now());
+  timing.drain = performance.now() - t0;
   await d.pause("op-drained");
   const status = cancelled ? 130 : exitCodeOf(exit.code, exit.signal);
   const execution = {
@@ -286,6 +301,7 @@ export async function runOperation(
     const t1 = performance.now();
     const view = await d.views(s, c.layers);
     const viewMs = view === null ? null : performance.now() - t1;
+    if (viewMs !== null) timing.view = viewMs;
     const changed = c.kind === "operation" && c.delta.kind === "no-change" ? 0 : pub.changed;
     const what = changed === 0 ? "no change" : `${changed} path${changed === 1 ? "" : "s"} changed`;
     // Durable and visible are two results, timed apart (docs/checkpoints.md, step 7).
@@ -303,6 +319,7 @@ export async function runOperation(
       status,
       bind_ms: bindMs,
       view_ms: viewMs,
+      timing_ms: timing,
       message: `marsh: checkpoint ${c.id} (${what})` +
         (project
           ? ""
@@ -311,7 +328,7 @@ export async function runOperation(
         (view === null ? "; the view could not be remounted (see marsh sessions)" : ""),
     });
   };
-  const pub = await captureAndPublish({ id, at, head }, d);
+  const pub = await captureAndPublish({ id, at, head, timing }, d);
   const bindMs = performance.now() - t0;
   try {
     await answer(pub, bindMs);

@@ -27,12 +27,29 @@ export interface SealDeps {
   readonly pause: (step: string) => Promise<void>;
 }
 
+/**
+ * Each publication step's time in ms, filled in as the steps run (`op.done`'s
+ * and `marsh log --json`'s `timing_ms`; `deno task bench --checkpoints`).
+ */
+export type PhaseTimes = Partial<
+  Record<"prepare" | "drain" | "capture" | "intent" | "seal" | "bind" | "drop" | "view", number>
+>;
+
 /** One drained operation to publish. */
 export interface Publish {
   readonly id: string;
   readonly at: SessionAt;
   /** The head's stack and root (the operation's expected head). */
   readonly head: { readonly layers: readonly string[]; readonly root: string };
+  /** Where to note each step's time (absent: not timed, as in recovery). */
+  readonly timing?: PhaseTimes;
+}
+
+/** Adds the time since `since` to `phase` of `o.timing`; returns now. */
+function lap(o: Publish, phase: keyof PhaseTimes, since: number): number {
+  const now = performance.now();
+  if (o.timing !== undefined) o.timing[phase] = (o.timing[phase] ?? 0) + now - since;
+  return now;
 }
 
 /** How publishing ended. */
@@ -46,11 +63,13 @@ function message(error: unknown): string {
 
 /** Unmounts and removes the op's directory; a failure is logged (its evidence stays). */
 export async function dropOp(o: Publish, d: SealDeps): Promise<void> {
+  const t = performance.now();
   try {
     await d.store.dropOp(o.at, o.id);
   } catch (error) {
     d.log.info(`op ${o.id}: its directory could not be removed: ${message(error)}`);
   }
+  lap(o, "drop", t);
 }
 
 /** Marks the operation failed with `why` (from drained or sealing). */
@@ -66,17 +85,20 @@ function failed(o: Publish, why: string, d: SealDeps): Published {
 export async function captureAndPublish(o: Publish, d: SealDeps): Promise<Published> {
   const j = d.journal.checkpoints;
   let cap;
+  let t = performance.now();
   try {
     cap = await d.store.captureOp(o.at, o.id, { layers: o.head.layers, rootId: o.head.root });
   } catch (error) {
     await dropOp(o, d);
     return failed(o, `its changes could not be captured: ${message(error)}`, d);
   }
+  t = lap(o, "capture", t);
   if (cap.kind === "no-change") {
     const result = j.bindCheckpoint(o.id, {
       createdMs: d.now(),
       noChange: { changes: EMPTY_CHANGES },
     });
+    lap(o, "bind", t);
     return { kind: "bound", result, changed: 0 };
   }
   // One transaction: the intent, and the paths the capture listed (for marsh log).
@@ -86,6 +108,7 @@ export async function captureAndPublish(o: Publish, d: SealDeps): Promise<Publis
     d.now(),
     { changed: cap.changed, truncated: cap.truncated, paths: cap.paths },
   );
+  lap(o, "intent", t);
   await d.pause("op-intent");
   return await sealAndBind(o, { layer: cap.layer, root: cap.rootId }, d);
 }
@@ -96,6 +119,7 @@ export async function sealAndBind(
   intent: { readonly layer: string; readonly root: string },
   d: SealDeps,
 ): Promise<Published> {
+  const t = performance.now();
   try {
     await d.store.sealOp(o.at, o.id, {
       layer: intent.layer,
@@ -105,6 +129,7 @@ export async function sealAndBind(
   } catch (error) {
     return failed(o, `layer ${intent.layer} could not be sealed: ${message(error)}`, d);
   }
+  lap(o, "seal", t);
   await d.pause("op-sealed");
   return await bindSealed(o, d);
 }
@@ -116,7 +141,9 @@ export async function sealAndBind(
  */
 export async function bindSealed(o: Publish, d: SealDeps): Promise<Published> {
   const j = d.journal.checkpoints;
+  const t = performance.now();
   const result = j.bindCheckpoint(o.id, { createdMs: d.now() });
+  lap(o, "bind", t);
   await d.pause("op-bound");
   return { kind: "bound", result, changed: j.changesOf(o.id)?.changed ?? 0 };
 }

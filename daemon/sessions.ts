@@ -45,6 +45,10 @@ import { logEntryInfo } from "./session_log.ts";
 import { ViewMounts } from "./session_views.ts";
 import { recoverOperations } from "./session_recovery.ts";
 import { type OpDeps, runOperation } from "./session_op.ts";
+import type { PhaseTimes } from "./session_seal.ts";
+
+/** The step times kept for `marsh log --json`: the newest operations' only (memory stays bounded). */
+const TIMINGS_KEPT = 4096;
 
 /** Where a caller stands: the project, and its place in it or in a session's view. */
 export interface Located {
@@ -77,6 +81,7 @@ export function serviceFailure(what: string, error: unknown): RequestError {
 export class Sessions {
   readonly #d: SessionsDeps;
   readonly #views: ViewMounts;
+  readonly #timings = new Map<string, PhaseTimes>();
 
   constructor(d: SessionsDeps) {
     this.#d = d;
@@ -128,6 +133,13 @@ export class Sessions {
           journal: this.#d.journal,
           store: this.#d.store,
           views: (sess, layers) => this.remount(sess, layers),
+          timed: (op, timing) => {
+            this.#timings.set(op, timing);
+            const oldest = this.#timings.keys().next().value;
+            if (this.#timings.size > TIMINGS_KEPT && oldest !== undefined) {
+              this.#timings.delete(oldest);
+            }
+          },
           now: this.#d.now,
           log: this.#d.log,
         });
@@ -191,7 +203,9 @@ export class Sessions {
       if (error instanceof Deno.errors.AlreadyExists) throw new RequestError(1, error.message);
       throw error;
     }
+    const t0 = performance.now();
     const view = await this.remount(s, snap.layers);
+    const viewMs = view === null ? null : performance.now() - t0;
     const ignored = req.withIgnored ? " (ignored files included)" : "";
     return {
       v: 1,
@@ -200,6 +214,8 @@ export class Sessions {
       from: "snapshot",
       files: snap.files,
       bytes: snap.bytes,
+      fork_ms: null,
+      view_ms: viewMs,
       message: `session ${name} started at checkpoint ${s.head.slice(0, 12)}: ${snap.files} ` +
         `file${snap.files === 1 ? "" : "s"}${ignored}; its view is ${s.view}`,
     };
@@ -207,6 +223,7 @@ export class Sessions {
 
   async #forkAt(root: string, name: string, from: string): Promise<SessionStartedReply> {
     let s: SessionRecord;
+    const t0 = performance.now();
     try {
       s = this.#j.forkSession({ id: newRecordId("s"), name, from, createdMs: this.#d.now() });
     } catch (error) {
@@ -214,8 +231,10 @@ export class Sessions {
       if (error instanceof Deno.errors.NotFound) throw new RequestError(2, error.message);
       throw error;
     }
+    const forkMs = performance.now() - t0;
     const head = this.#head(s);
     let view: ViewState | null;
+    const t1 = performance.now();
     try {
       view = await this.remount(s, head.layers, { create: true, strict: true });
     } catch (error) {
@@ -230,6 +249,8 @@ export class Sessions {
       from: "checkpoint",
       files: null,
       bytes: null,
+      fork_ms: forkMs,
+      view_ms: performance.now() - t1,
       message: `session ${name} started at checkpoint ${from.slice(0, 12)} of ${root}; ` +
         `its view is ${s.view}`,
     };
@@ -333,14 +354,15 @@ export class Sessions {
       }
       return n;
     };
-    const entries: LogEntryInfo[] = this.#j.sessionLog(s.id, { all }).map((e) =>
-      logEntryInfo(e, {
+    const entries: LogEntryInfo[] = this.#j.sessionLog(s.id, { all }).map((e) => ({
+      ...logEntryInfo(e, {
         head: s.head,
         session: nameOf(e.checkpoint.session),
         changes: e.operation === null ? null : this.#j.changesOf(e.operation.id),
         view: e.operation === null ? null : this.#j.viewOf(e.operation.id),
-      })
-    );
+      }),
+      timing_ms: e.operation === null ? null : this.#timings.get(e.operation.id) ?? null,
+    }));
     return { v: 1, t: "checkpoints", session: s.name, head: s.head, entries };
   }
 

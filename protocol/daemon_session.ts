@@ -161,6 +161,10 @@ export interface SessionStartedReply {
   /** For a snapshot: what it holds. */
   readonly files: number | null;
   readonly bytes: number | null;
+  /** For a checkpoint: the journal's fork (one transaction), in ms; null for a snapshot. */
+  readonly fork_ms: number | null;
+  /** The view's first mount, after it, in ms. */
+  readonly view_ms: number | null;
   readonly message: string;
 }
 
@@ -232,6 +236,8 @@ export interface LogEntryInfo {
   /** The first {@linkcode MAX_LOG_PATHS} of them. */
   readonly paths: readonly LogPath[];
   readonly truncated: boolean;
+  /** As `op.done`'s `timing_ms`, for an operation this daemon ran (else null). */
+  readonly timing_ms?: Readonly<Record<string, number>> | null;
 }
 
 /** At most this many changed paths a log entry lists. */
@@ -294,6 +300,11 @@ export interface OpDoneReply {
   /** From the command's end to the head's move (durable), and the view's remount (visible). */
   readonly bind_ms: number | null;
   readonly view_ms: number | null;
+  /**
+   * Each step's time in ms: `prepare` (the op's overlay, before the launch), then from the
+   * drain on `drain`, `capture`, `intent`, `seal`, `bind`, `drop`, `view`.
+   */
+  readonly timing_ms?: Readonly<Record<string, number>>;
   /** Lines for stderr (the checkpoint line, or why nothing was published). */
   readonly message: string;
 }

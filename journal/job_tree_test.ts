@@ -1,0 +1,175 @@
+/**
+ * The job tree in the journal (docs/rules.md, "Admission"): admission and
+ * its record in one transaction, refusals recorded only as counts, the
+ * cancel of a tree, and a spawn racing a cancel 1,000 times from two
+ * processes with no orphan.
+ */
+
+import assert from "node:assert/strict";
+import { Journal } from "./journal.ts";
+import { jobRecord, launch, WIDE } from "./_job_tree_testing.ts";
+import { freshPath, sampleBranch, sampleSplit, scratchDir } from "./_testing.ts";
+import { DEFAULT_ADMISSION_CONFIG } from "../model/job_admission.ts";
+
+const dir = scratchDir("job-tree");
+const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
+
+Deno.test(
+  { name: "job tree: a root and its child are recorded with their lineage", permissions },
+  () => {
+    using j = Journal.open(freshPath(dir));
+    const t = j.jobTree;
+    assert.equal(t.admit(launch("r", null, "claude"), WIDE, jobRecord("r", "claude")).ok, true);
+    const d = t.admit(launch("c", "r"), WIDE, jobRecord("c"));
+    assert.ok(d.ok);
+    assert.deepEqual(t.lineage("c"), {
+      id: "c",
+      parent: "job:r",
+      parentJob: "r",
+      root: "r",
+      depth: 2,
+      spawn: ["claude", "codex", "fixture"],
+      kitRef: "kit-codex",
+      branch: false,
+      deadlineMs: 1_000 + 3_600_000,
+      parentDeadline: true,
+      cap: "live",
+    });
+    assert.equal(t.lineage("r")!.parent, "session:sess");
+    assert.deepEqual(t.children("r"), ["c"]);
+    assert.equal(t.launches("r"), 2);
+    assert.deepEqual(t.counts(), { admitted: 2, refused: 0 });
+    // The job record itself is the ordinary one.
+    assert.equal(j.getJob("c")!.state, "queued");
+    assert.equal(t.lineage("nope"), null);
+  },
+);
+
+Deno.test({ name: "job tree: a refusal records no job, only the counts", permissions }, () => {
+  using j = Journal.open(freshPath(dir));
+  const t = j.jobTree;
+  t.admit(launch("r", null), WIDE, jobRecord("r"));
+  for (let i = 0; i < 4; i++) assert.ok(t.admit(launch(`c${i}`, "r"), WIDE, jobRecord(`c${i}`)).ok);
+  const d = t.admit(launch("c4", "r"), WIDE, jobRecord("c4"));
+  assert.deepEqual([d.ok, !d.ok && d.message], [false, "fan-out limit 4"]);
+  assert.equal(j.getJob("c4"), null);
+  assert.equal(t.launches("r"), 6, "the refused launch counts toward the tree's total");
+  assert.deepEqual(t.counts(), { admitted: 5, refused: 1 });
+  assert.throws(() => t.admit(launch("x", "r"), WIDE, jobRecord("y")), TypeError);
+  // A known id is refused and rolls the counters back with it.
+  j.updateJob("c0", { state: "finished", cleanup: "removed" });
+  assert.throws(() => t.admit(launch("c1", "r"), WIDE, jobRecord("c1")), Deno.errors.AlreadyExists);
+  assert.deepEqual(t.counts(), { admitted: 5, refused: 1 });
+});
+
+Deno.test({
+  name: "job tree: the pool counts every job and running shell branch in the daemon",
+  permissions,
+}, () => {
+  using j = Journal.open(freshPath(dir));
+  const t = j.jobTree;
+  // A job from before the job tree (no lineage) holds its slot, and so does a running shell branch.
+  j.createSplit(sampleSplit("s"));
+  j.addJob({ ...jobRecord("old"), split: "s", label: "a", state: "running", cleanup: "live" });
+  j.addBranches("s", [sampleBranch("s", "b", 0, { state: "running" })]);
+  for (let i = 0; i < 6; i++) {
+    assert.ok(
+      t.admit(launch(`r${i}`, null), DEFAULT_ADMISSION_CONFIG, jobRecord(`r${i}`)).ok,
+      `r${i}`,
+    );
+  }
+  const full = t.admit(launch("r6", null), DEFAULT_ADMISSION_CONFIG, jobRecord("r6"));
+  assert.deepEqual([full.ok, !full.ok && full.message], [false, "capacity: 8 jobs"]);
+  // A job whose deletion is verified frees its slot.
+  j.updateJob("r0", { state: "finished", cleanup: "removed" });
+  assert.ok(t.admit(launch("r6", null), DEFAULT_ADMISSION_CONFIG, jobRecord("r6")).ok);
+});
+
+Deno.test({
+  name: "job tree: a cancel marks the subtree; its jobs start nothing more",
+  permissions,
+}, () => {
+  using j = Journal.open(freshPath(dir));
+  const t = j.jobTree;
+  t.admit(launch("r", null, "claude"), WIDE, jobRecord("r", "claude"));
+  t.admit(launch("c", "r"), WIDE, jobRecord("c"));
+  t.admit(launch("g", "c", "fixture"), WIDE, jobRecord("g", "fixture"));
+  t.admit(launch("o", null), WIDE, jobRecord("o"));
+  assert.deepEqual(t.cancelTree("c").sort(), ["c", "g"]);
+  assert.deepEqual(["r", "c", "g", "o"].map((id) => t.lineage(id)!.cap), [
+    "live",
+    "cancelling",
+    "cancelling",
+    "live",
+  ]);
+  const d = t.admit(launch("x", "g", "claude"), WIDE, jobRecord("x", "claude"));
+  assert.deepEqual([d.ok, !d.ok && d.limit], [false, "capability"]);
+  t.revoke("g");
+  assert.equal(t.lineage("g")!.cap, "revoked");
+  assert.ok(t.admit(launch("y", "r"), WIDE, jobRecord("y")).ok, "the rest of the tree goes on");
+});
+
+const RACER = new URL("./testdata/job_tree_racer.ts", import.meta.url);
+
+/** Runs one side of the race in a worker; resolves with what it posted. */
+function racer(
+  mode: "spawn" | "cancel",
+  path: string,
+  n: number,
+  barrier: Int32Array,
+): Promise<{ admitted?: number; error?: string }> {
+  const worker = new Worker(RACER, { type: "module" });
+  const { promise, resolve } = Promise.withResolvers<{ admitted?: number; error?: string }>();
+  worker.onmessage = (e) => {
+    resolve(e.data);
+    worker.terminate();
+  };
+  worker.onerror = (e) => {
+    e.preventDefault();
+    resolve({ error: e.message });
+    worker.terminate();
+  };
+  worker.postMessage({ mode, path, n, barrier });
+  return promise;
+}
+
+Deno.test({
+  name: "job tree: spawn races cancel 1,000 times on two connections; no child is left live",
+  // The worker loads its modules from the repository.
+  permissions: { read: [dir, new URL("../", import.meta.url).pathname], write: [dir] },
+}, async () => {
+  const path = freshPath(dir);
+  const n = 1000;
+  {
+    using j = Journal.open(path);
+    j.immediate(() => {
+      for (let i = 0; i < n; i++) {
+        assert.ok(j.jobTree.admit(launch(`p${i}`, null), WIDE, jobRecord(`p${i}`)).ok);
+      }
+    });
+  }
+  const barrier = new Int32Array(new SharedArrayBuffer(4));
+  const [spawn, cancel] = await Promise.all([
+    racer("spawn", path, n, barrier),
+    racer("cancel", path, n, barrier),
+  ]);
+  assert.equal(spawn.error, undefined, spawn.error);
+  assert.equal(cancel.error, undefined, cancel.error);
+  console.log(
+    `race: ${spawn.admitted} children admitted before their parent's cancel, ${
+      n - spawn.admitted!
+    } refused after it`,
+  );
+  using j = Journal.open(path);
+  let admitted = 0;
+  for (let i = 0; i < n; i++) {
+    assert.equal(j.jobTree.lineage(`p${i}`)!.cap, "cancelling", `p${i}`);
+    const child = j.jobTree.lineage(`c${i}`);
+    if (child === null) continue;
+    admitted++;
+    // Admitted before the cancel took the lock: the cancel found it.
+    assert.equal(child.cap, "cancelling", `c${i} is an orphan: live under a cancelled parent`);
+  }
+  assert.equal(admitted, spawn.admitted);
+  assert.deepEqual(j.jobTree.counts(), { admitted: n + admitted, refused: n - admitted });
+});

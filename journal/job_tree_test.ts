@@ -109,6 +109,28 @@ Deno.test({
   assert.ok(t.admit(launch("y", "r"), WIDE, jobRecord("y")).ok, "the rest of the tree goes on");
 });
 
+Deno.test({
+  name: "job tree: a restart revokes every job's capability; nothing new starts under one",
+  permissions,
+}, () => {
+  using j = Journal.open(freshPath(dir));
+  const t = j.jobTree;
+  t.admit(launch("r", null, "claude"), WIDE, jobRecord("r", "claude"));
+  t.admit(launch("c", "r"), WIDE, jobRecord("c"));
+  j.updateJob("r", { state: "running", cleanup: "live" });
+  t.cancelTree("c");
+  j.recoverAfterRestart(5_000);
+  assert.deepEqual([t.lineage("r")!.cap, t.lineage("c")!.cap], ["revoked", "revoked"]);
+  const d = t.admit(launch("x", "r"), WIDE, jobRecord("x"));
+  assert.deepEqual([d.ok, !d.ok && d.limit], [false, "capability"]);
+  // The uncertain root still holds its slot; the cancelled queued child does not.
+  const full = t.admit(launch("n", null), { ...WIDE, pool: 1 }, jobRecord("n"));
+  assert.deepEqual([full.ok, !full.ok && full.message], [
+    false,
+    "capacity: 1 jobs (1 held by uncertain jobs on Kit claude: run marsh workers reset claude)",
+  ]);
+});
+
 const RACER = new URL("./testdata/job_tree_racer.ts", import.meta.url);
 
 /** Runs one side of the race in a worker; resolves with what it posted. */

@@ -28,6 +28,7 @@ import {
   type SlotState,
   type TreeJob,
 } from "../model/job_admission.ts";
+import { cutArgs, type Lineage, type ListedJob } from "../model/job_lineage.ts";
 import type { JobRecord } from "./records.ts";
 
 /** A job's lineage columns as the journal keeps them; null for a job recorded before the job tree. */
@@ -252,6 +253,47 @@ export class JobTreeJournal {
         "SELECT id FROM jobs WHERE parent_job = :id ORDER BY created_ms, rowid",
         { id },
       ).map((r) => String(r.id)));
+  }
+
+  /**
+   * Every job as `marsh jobs` lists it (`model/job_lineage.ts`): its
+   * arguments after the command, cut for display, and its lineage; a job
+   * from before the job tree is drawn as the root job of its split's
+   * branch.
+   */
+  listed(): ListedJob[] {
+    return this.#c.read(
+      "list jobs with their lineage",
+      () =>
+        this.#c.all("SELECT * FROM jobs ORDER BY created_ms, rowid").map((row) => {
+          const t = treeRow(row);
+          const split = String(row.split);
+          const label = String(row.label);
+          const lineage: Lineage = {
+            parent: t.parent ?? `split:${split}/${label}`,
+            root: t.root ?? t.id,
+            depth: t.depth ?? 1,
+            spawn: t.spawn ?? [],
+            ...(split === "" ? {} : { split, label }),
+            ...(t.deadlineMs === null ? {} : { deadlineMs: t.deadlineMs }),
+            ...(t.parentDeadline === true ? { parentDeadline: true } : {}),
+          };
+          const args = JSON.parse(String(row.args)) as string[];
+          return {
+            id: t.id,
+            sessionId: String(row.session),
+            command: String(row.kit),
+            args: cutArgs(args.slice(1)),
+            state: String(row.state),
+            cleanup: String(row.cleanup),
+            exitCode: optInt(row, "code"),
+            createdMs: Number(row.created_ms),
+            startedMs: optInt(row, "started_ms"),
+            finishedMs: optInt(row, "finished_ms"),
+            lineage,
+          };
+        }),
+    );
   }
 
   /** Launches recorded for the tree rooted at `root`, refused ones included. */

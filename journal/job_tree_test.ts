@@ -10,6 +10,7 @@ import { Journal } from "./journal.ts";
 import { jobRecord, launch, WIDE } from "./_job_tree_testing.ts";
 import { freshPath, sampleBranch, sampleSplit, scratchDir } from "./_testing.ts";
 import { DEFAULT_ADMISSION_CONFIG } from "../model/job_admission.ts";
+import { formatJobsText, jobsDocument } from "../model/job_lineage.ts";
 
 const dir = scratchDir("job-tree");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
@@ -129,6 +130,62 @@ Deno.test({
     false,
     "capacity: 1 jobs (1 held by uncertain jobs on Kit claude: run marsh workers reset claude)",
   ]);
+});
+
+Deno.test({
+  name: "job tree: marsh jobs renders the journal's jobs with their lineage",
+  permissions,
+}, () => {
+  using j = Journal.open(freshPath(dir));
+  const t = j.jobTree;
+  j.createSplit(sampleSplit("5p1i7000aaaa"));
+  j.addJob({
+    ...jobRecord("old0000000"),
+    split: "5p1i7000aaaa",
+    label: "a",
+    createdMs: 500,
+    args: ["fixture", "make", "test"],
+    kit: "fixture",
+  });
+  t.admit(launch("r1234567890", null, "claude"), WIDE, {
+    ...jobRecord("r1234567890", "claude"),
+    args: ["claude", "-p", "fix it"],
+  });
+  t.admit(launch("c1234567890", "r1234567890"), WIDE, {
+    ...jobRecord("c1234567890"),
+    createdMs: 2_000,
+    args: ["codex", "exec", "x".repeat(300)],
+  });
+  j.updateJob("r1234567890", { state: "running", cleanup: "live", startedMs: 1_500 });
+  const listed = t.listed();
+  assert.equal(listed.find((l) => l.id === "c1234567890")!.args[1]!.length, 200);
+  assert.deepEqual(listed.find((l) => l.id === "old0000000")!.lineage, {
+    parent: "split:5p1i7000aaaa/a",
+    root: "old0000000",
+    depth: 1,
+    spawn: [],
+    split: "5p1i7000aaaa",
+    label: "a",
+  });
+  assert.equal(
+    formatJobsText(listed, { kind: "all" }, 62_000),
+    [
+      "ID        STARTED  STATE    EXIT  RUN    PARENT    COMMAND",
+      "r1234567  1m ago   running  -     1m00s  -         claude -p 'fix it'",
+      `c1234567  1m ago   queued   -     -      r1234567  codex exec ${"x".repeat(52)}…`,
+      "old00000  1m ago   queued   -     -      5p1i7000  fixture make test",
+      "",
+    ].join("\n"),
+  );
+  const doc = jobsDocument(listed) as { jobs: { job_id: string; lineage: unknown }[] };
+  assert.deepEqual(doc.jobs[1]!.lineage, {
+    parent: "job:r1234567890",
+    root: "r1234567890",
+    depth: 2,
+    spawn: ["claude", "codex", "fixture"],
+    deadline_unix_ms: 1_000 + 3_600_000,
+    parent_deadline: true,
+  });
 });
 
 const RACER = new URL("./testdata/job_tree_racer.ts", import.meta.url);

@@ -28,7 +28,7 @@ import {
   type SlotState,
   type TreeJob,
 } from "../model/job_admission.ts";
-import { cutArgs, type Lineage, type ListedJob } from "../model/job_lineage.ts";
+import { cutArgs, type Lineage, type ListedJob, type ProcessCounts } from "../model/job_lineage.ts";
 import type { JobRecord } from "./records.ts";
 
 /** A job's lineage columns as the journal keeps them; null for a job recorded before the job tree. */
@@ -303,6 +303,23 @@ export class JobTreeJournal {
         root,
       });
       return row === undefined ? 0 : Number(row.launches);
+    });
+  }
+
+  /** `marsh status`'s `processes`: jobs queued or running, launches refused, slots held uncertain. */
+  processes(): ProcessCounts {
+    return this.#c.read("count processes", () => {
+      const row = this.#c.get(
+        `SELECT
+           (SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')) AS running,
+           (SELECT n FROM admission_counts WHERE name = 'refused') AS refused,
+           (SELECT count(*) FROM jobs WHERE cleanup = 'uncertain') AS held`,
+      );
+      return {
+        running: Number(row?.running ?? 0),
+        refused: Number(row?.refused ?? 0),
+        held: Number(row?.held ?? 0),
+      };
     });
   }
 

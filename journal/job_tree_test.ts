@@ -10,7 +10,7 @@ import { Journal } from "./journal.ts";
 import { jobRecord, launch, WIDE } from "./_job_tree_testing.ts";
 import { freshPath, sampleBranch, sampleSplit, scratchDir } from "./_testing.ts";
 import { DEFAULT_ADMISSION_CONFIG } from "../model/job_admission.ts";
-import { formatJobsText, jobsDocument } from "../model/job_lineage.ts";
+import { formatJobsText, jobsDocument, processesText } from "../model/job_lineage.ts";
 
 const dir = scratchDir("job-tree");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
@@ -56,6 +56,9 @@ Deno.test({ name: "job tree: a refusal records no job, only the counts", permiss
   assert.equal(j.getJob("c4"), null);
   assert.equal(t.launches("r"), 6, "the refused launch counts toward the tree's total");
   assert.deepEqual(t.counts(), { admitted: 5, refused: 1 });
+  j.updateJob("c3", { state: "uncertain", cleanup: "uncertain" });
+  assert.deepEqual(t.processes(), { running: 4, refused: 1, held: 1 });
+  assert.equal(processesText(t.processes()), "processes: 4 running, 1 refused, 1 held");
   assert.throws(() => t.admit(launch("x", "r"), WIDE, jobRecord("y")), TypeError);
   // A known id is refused and rolls the counters back with it.
   j.updateJob("c0", { state: "finished", cleanup: "removed" });

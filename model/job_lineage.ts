@@ -285,3 +285,18 @@ export function jobsDocument(jobs: readonly ListedJob[]): Record<string, unknown
     jobs: displayTrees(jobs).flatMap((t) => t.jobs).map(jobJson),
   };
 }
+
+/** `marsh status`'s `processes` (docs/rules.md, "Lineage"). */
+export interface ProcessCounts {
+  /** Jobs queued or running now. */
+  readonly running: number;
+  /** Launches refused since the journal was made. */
+  readonly refused: number;
+  /** Slots held by jobs whose end is unknown, until `marsh workers reset KIT`. */
+  readonly held: number;
+}
+
+/** `processes: N running, N refused, N held`, `marsh status`'s text line. */
+export function processesText(p: ProcessCounts): string {
+  return `processes: ${p.running} running, ${p.refused} refused, ${p.held} held`;
+}

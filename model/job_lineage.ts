@@ -19,6 +19,8 @@ export const MAX_LISTED_ARGS = 16;
 export const MAX_ARG_CHARS = 200;
 /** Characters of the `COMMAND` column before it is cut with `…`. */
 export const COMMAND_WIDTH = 64;
+/** The schema of `marsh jobs --tree --json`. */
+export const JOBS_TREE_SCHEMA = "marsh.jobs.tree/v1";
 /** The schema of `marsh jobs --json`. */
 export const JOBS_SCHEMA = "marsh.jobs/v1";
 /** Trees a host listing shows besides the running ones and those of the last hour. */
@@ -102,10 +104,14 @@ function active(j: ListedJob): boolean {
   return j.state === "queued" || j.state === "running";
 }
 
-/** A display tree: its top job and every listed job under it, in launch order. */
+/** A display tree: its top job, and every listed job under it in pre-order with its tree glyphs. */
 interface DisplayTree {
   readonly top: ListedJob;
   readonly jobs: readonly ListedJob[];
+  /** Per job of `jobs`, what `--tree` draws before its command: `""`, `├─ `, `│  └─ `, ... */
+  readonly glyphs: readonly string[];
+  /** Per job of `jobs`, its listed children in launch order. */
+  readonly children: ReadonlyMap<string, readonly ListedJob[]>;
 }
 
 function byLaunch(a: ListedJob, b: ListedJob): number {
@@ -128,12 +134,18 @@ function displayTrees(jobs: readonly ListedJob[]): DisplayTree[] {
   }
   const trees = tops.map((top) => {
     const out: ListedJob[] = [];
-    const walk = (j: ListedJob) => {
+    const glyphs: string[] = [];
+    const walk = (j: ListedJob, glyph: string, under: string) => {
       out.push(j);
-      for (const c of children.get(j.id) ?? []) walk(c);
+      glyphs.push(glyph);
+      const kids = children.get(j.id) ?? [];
+      kids.forEach((c, i) => {
+        const last = i === kids.length - 1;
+        walk(c, `${under}${last ? "└─ " : "├─ "}`, `${under}${last ? "   " : "│  "}`);
+      });
     };
-    walk(top);
-    return { top, jobs: out };
+    walk(top, "", "");
+    return { top, jobs: out, glyphs, children };
   });
   return trees.sort((a, b) =>
     Number(b.jobs.some(active)) - Number(a.jobs.some(active)) ||
@@ -157,7 +169,11 @@ export function scopedJobs(
   jobs: readonly ListedJob[],
   scope: JobsScope,
   nowMs: number,
-): { readonly jobs: readonly ListedJob[]; readonly hidden: number } {
+): {
+  readonly jobs: readonly ListedJob[];
+  readonly glyphs: readonly string[];
+  readonly hidden: number;
+} {
   const trees = displayTrees(jobs);
   let shown: DisplayTree[];
   if (scope.kind === "all") shown = trees;
@@ -173,6 +189,7 @@ export function scopedJobs(
   }
   return {
     jobs: shown.flatMap((t) => t.jobs),
+    glyphs: shown.flatMap((t) => t.glyphs),
     hidden: scope.kind === "host" ? trees.length - shown.length : 0,
   };
 }
@@ -216,40 +233,47 @@ function parentColumn(j: ListedJob): string {
 }
 
 /**
- * `marsh jobs [--all]` as text (docs/rules.md, "Lineage"): a header `ID
- * STARTED STATE EXIT RUN PARENT COMMAND`, one line per job in tree order,
- * columns two spaces apart, an uncertain cleanup's reset after the command;
- * then the scoped-out trees' line. Empty: `no jobs in this session` for a
- * session, else `no jobs recorded`.
+ * `marsh jobs [--tree] [--all]` as text (docs/rules.md, "Lineage"): a
+ * header `ID STARTED STATE EXIT RUN PARENT COMMAND` (`--tree`: without
+ * `PARENT`, children drawn under their parent with `├─ `, `└─ ` and `│  `
+ * before the command), one line per job in tree order, columns two spaces
+ * apart, an uncertain cleanup's reset after the command; then the
+ * scoped-out trees' line. Empty: `no jobs in this session` for a session,
+ * else `no jobs recorded`.
  */
 export function formatJobsText(
   jobs: readonly ListedJob[],
   scope: JobsScope,
   nowMs: number,
+  options: { readonly tree?: boolean } = {},
 ): string {
-  const { jobs: shown, hidden } = scopedJobs(jobs, scope, nowMs);
+  const tree = options.tree === true;
+  const { jobs: shown, glyphs, hidden } = scopedJobs(jobs, scope, nowMs);
   const tail = hidden === 0
     ? ""
-    : `(${hidden} older job trees not shown; marsh jobs --all lists every job)\n`;
+    : `(${hidden} older job trees not shown; marsh jobs${
+      tree ? " --tree" : ""
+    } --all lists every job)\n`;
   if (shown.length === 0) {
     return (scope.kind === "session" ? "no jobs in this session\n" : "no jobs recorded\n") + tail;
   }
-  const rows = [["ID", "STARTED", "STATE", "EXIT", "RUN", "PARENT", "COMMAND"]];
+  const header = ["ID", "STARTED", "STATE", "EXIT", "RUN", ...(tree ? [] : ["PARENT"]), "COMMAND"];
+  const rows = [header];
   const notes: string[] = [""];
-  for (const j of shown) {
+  shown.forEach((j, i) => {
     rows.push([
       j.id.slice(0, 8),
       startedAgo(j.createdMs, nowMs),
       j.state,
       j.exitCode === null ? "-" : String(j.exitCode),
       j.startedMs === null ? "-" : runTime((j.finishedMs ?? nowMs) - j.startedMs),
-      parentColumn(j),
-      commandText(j.command, j.args),
+      ...(tree ? [] : [parentColumn(j)]),
+      `${tree ? glyphs[i] : ""}${commandText(j.command, j.args)}`,
     ]);
     notes.push(
       j.cleanup === "uncertain" ? `  cleanup uncertain (run marsh workers reset ${j.command})` : "",
     );
-  }
+  });
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => [...r[c]!].length)));
   const lines = rows.map((r, i) =>
     r.map((cell, c) => c === r.length - 1 ? cell : cell + " ".repeat(widths[c]! - [...cell].length))
@@ -284,6 +308,34 @@ export function jobsDocument(jobs: readonly ListedJob[]): Record<string, unknown
     schema: JOBS_SCHEMA,
     jobs: displayTrees(jobs).flatMap((t) => t.jobs).map(jobJson),
   };
+}
+
+/**
+ * `marsh jobs --tree --json` for job nodes: `{"schema":
+ * "marsh.jobs.tree/v1", "jobs": [NODE]}`, every tree (not scoped), roots
+ * newest first, each job `{"node": "job", job_id, session_id, command,
+ * args, state, cleanup, exit_code, created_unix_ms, finished_unix_ms,
+ * lineage, children}` with its children in launch order.
+ */
+export function jobsTreeDocument(jobs: readonly ListedJob[]): Record<string, unknown> {
+  const trees = displayTrees(jobs).sort((a, b) =>
+    b.top.createdMs - a.top.createdMs || (a.top.id < b.top.id ? -1 : 1)
+  );
+  const node = (t: DisplayTree, j: ListedJob): Record<string, unknown> => ({
+    node: "job",
+    job_id: j.id,
+    session_id: j.sessionId,
+    command: j.command,
+    args: [...j.args],
+    state: j.state,
+    cleanup: j.cleanup,
+    exit_code: j.exitCode,
+    created_unix_ms: j.createdMs,
+    finished_unix_ms: j.finishedMs,
+    lineage: lineageJson(j.lineage),
+    children: (t.children.get(j.id) ?? []).map((c) => node(t, c)),
+  });
+  return { schema: JOBS_TREE_SCHEMA, jobs: trees.map((t) => node(t, t.top)) };
 }
 
 /** `marsh status`'s `processes` (docs/rules.md, "Lineage"). */

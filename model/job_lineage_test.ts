@@ -9,6 +9,7 @@ import {
   cutArgs,
   formatJobsText,
   jobsDocument,
+  jobsTreeDocument,
   lineageJson,
   type ListedJob,
   runTime,
@@ -266,5 +267,66 @@ Deno.test({ name: "marsh jobs --json: the marsh.jobs/v1 document", permissions: 
     },"started_unix_ms":${NOW - 58_700},"finished_unix_ms":${
       NOW - 10_000
     },"lineage":{"parent":"job:a1b2c3d4e5f6","root":"a1b2c3d4e5f6","depth":2,"spawn":["codex"]}}`,
+  );
+});
+
+const SIBLING = listed("d00d00000000", {
+  command: "pi",
+  args: ["--version"],
+  createdMs: NOW - 40 * S,
+  startedMs: NOW - 39 * S,
+  finishedMs: NOW - 38 * S,
+  lineage: { parent: "job:a1b2c3d4e5f6", root: "a1b2c3d4e5f6", depth: 2, spawn: [] },
+});
+
+Deno.test(
+  { name: "marsh jobs --tree: children under their parent, drawn", permissions: {} },
+  () => {
+    assert.equal(
+      formatJobsText([...JOBS, SIBLING], { kind: "all" }, NOW, { tree: true }),
+      [
+        "ID        STARTED  STATE      EXIT  RUN    COMMAND",
+        "a1b2c3d4  2m ago   running    -     2m03s  claude -p 'fix the failing test'",
+        "c0ffee00  1m ago   finished   0     48.7s  ├─ codex exec 'review the patch'",
+        "5eed00bb  50s ago  failed     125   -      │  └─ shell -c 'echo '\\''hi'\\'' && sleep 1'",
+        "d00d0000  40s ago  finished   0     1.0s   └─ pi --version",
+        "bbbb1111  30m ago  finished   0     2m12s  fixture make test",
+        `99887766  2d ago   uncertain  -     1h02m  fixture sh -c 'for i in $(seq 1 100); do echo "$i"; done > out.…  cleanup uncertain (run marsh workers reset fixture)`,
+        "",
+      ].join("\n"),
+    );
+    const old = Array.from(
+      { length: 6 },
+      (_, i) => listed(`old${i}xxxxxx`, { createdMs: NOW - (10 + i) * 3_600_000 }),
+    );
+    assert.ok(
+      formatJobsText(old, { kind: "host" }, NOW, { tree: true }).endsWith(
+        "(1 older job trees not shown; marsh jobs --tree --all lists every job)\n",
+      ),
+    );
+  },
+);
+
+Deno.test({
+  name: "marsh jobs --tree --json: marsh.jobs.tree/v1 job nodes, roots newest first",
+  permissions: {},
+}, () => {
+  const doc = jobsTreeDocument([...JOBS, SIBLING]) as {
+    schema: string;
+    jobs: { job_id: string; node: string; children: { job_id: string; children: unknown[] }[] }[];
+  };
+  assert.equal(doc.schema, "marsh.jobs.tree/v1");
+  // Newest root first, whether or not it runs.
+  assert.deepEqual(doc.jobs.map((n) => n.job_id), ["a1b2c3d4e5f6", "bbbb1111cccc", "99887766aabb"]);
+  const root = doc.jobs[0]!;
+  assert.equal(root.node, "job");
+  assert.deepEqual(root.children.map((c) => c.job_id), ["c0ffee00aa11", "d00d00000000"]);
+  assert.deepEqual(
+    JSON.stringify(root.children[0]!.children),
+    `[{"node":"job","job_id":"5eed00bb2222","session_id":"sess1","command":"shell","args":["-c","echo 'hi' && sleep 1"],"state":"failed","cleanup":"removed","exit_code":125,"created_unix_ms":${
+      NOW - 50_000
+    },"finished_unix_ms":${
+      NOW - 49_000
+    },"lineage":{"parent":"job:c0ffee00aa11","root":"a1b2c3d4e5f6","depth":3,"spawn":[]},"children":[]}]`,
   );
 });

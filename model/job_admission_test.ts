@@ -9,7 +9,6 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   type Admission,
-  admissionConfig,
   type AdmissionState,
   admit,
   applyAdmission,
@@ -24,6 +23,7 @@ import {
   type TreeJob,
   treeKits,
 } from "./job_admission.ts";
+import { admissionConfig } from "./job_admission_config.ts";
 import { spawnAttenuates } from "./job_spawn.ts";
 import { JOB_DEPTH, JOB_FAN_OUT, JOB_SAME_KIT, JOB_TREE_TOTAL } from "./limits.ts";
 import { assertProperty } from "../tests/_property.ts";

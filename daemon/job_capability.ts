@@ -21,6 +21,8 @@ import {
 import { bundleJobClient } from "../job/bundle.ts";
 import { isLinkName } from "../model/kit_name.ts";
 import {
+  JOB_DEPTH,
+  JOB_FAN_OUT,
   JOB_SAME_KIT,
   JOB_TREE_TOTAL,
   MAX_BRANCHES,
@@ -47,11 +49,12 @@ export function jobJsonBase(
     spawn: names,
     registered: names,
     socket: CAP_SOCKET,
+    // The job tree's limits (docs/rules.md "Admission"), not a split's.
     limits: {
       pool: POOL_SIZE,
-      depth: MAX_DEPTH,
+      depth: JOB_DEPTH,
       same_kit: JOB_SAME_KIT,
-      fan_out: MAX_BRANCHES,
+      fan_out: JOB_FAN_OUT,
       total: JOB_TREE_TOTAL,
     },
     // Digests of the starting environment are not computed yet (issue 5 §4).
@@ -79,8 +82,8 @@ Each \`::: LABEL CMD ARGS...\` is one branch; CMD is a registered command
 with \`git apply\` (the patch is in the split's out/LABEL/diff.patch, see
 \`marsh join --json\`). Only you can join a split you made, and your splits are
 cancelled when this job ends. From a job, splits take argv branches only
-(no \`-b\`), at most ${base.limits.fan_out} per split, nesting at most
-${base.limits.depth} deep, ${base.limits.pool} running at once.
+(no \`-b\`), at most ${MAX_BRANCHES} per split, nesting at most ${MAX_DEPTH} deep,
+${base.limits.pool} running at once.
 
 ## Limits and confinement
 - \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused

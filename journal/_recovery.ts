@@ -24,7 +24,9 @@ export const RESTART_REASON = "daemon restarted";
  * revoked. Kit jobs: queued ones are cancelled; launched ones (running,
  * or whose container was not confirmed removed) become `uncertain` with
  * cleanup `uncertain`, so their slots stay held until `marsh workers
- * reset KIT`. Nothing is deleted, resumed or replayed. Running it again
+ * reset KIT`; every job's capability in the job tree is revoked, so no
+ * job from before the restart starts anything. Nothing is deleted, resumed
+ * or replayed. Running it again
  * changes nothing.
  */
 export function recoverAfterRestart(c: Connection, nowMs: number): RecoveryReport {
@@ -69,6 +71,7 @@ export function recoverAfterRestart(c: Connection, nowMs: number): RecoveryRepor
     );
     c.run("UPDATE jobs SET state = 'uncertain' WHERE state = 'running'");
     c.run("UPDATE jobs SET cleanup = 'uncertain' WHERE cleanup = 'live'");
+    c.run("UPDATE jobs SET cap = 'revoked' WHERE cap IN ('live', 'cancelling')");
     const reason = RESTART_REASON;
     c.run("UPDATE splits SET state = 'uncertain', reason = :reason WHERE state = 'run'", {
       reason,

@@ -14,6 +14,7 @@
 import { DatabaseSync } from "node:sqlite";
 import * as branchRows from "./_branches.ts";
 import { CheckpointJournal } from "./checkpoints.ts";
+import { JobTreeJournal } from "./job_tree.ts";
 import { Connection, wrap } from "./_connection.ts";
 import * as kitJobs from "./_kit_jobs.ts";
 import * as recovery from "./_recovery.ts";
@@ -72,6 +73,7 @@ export class Journal implements Disposable {
   readonly #path: string;
   readonly #version: number;
   #checkpoints: CheckpointJournal | null = null;
+  #jobTree: JobTreeJournal | null = null;
 
   private constructor(db: DatabaseSync, path: string, version: number) {
     this.#c = new Connection(db, path);
@@ -131,6 +133,11 @@ export class Journal implements Disposable {
   /** Sessions, checkpoints and operations (docs/checkpoints.md), on this journal's connection. */
   get checkpoints(): CheckpointJournal {
     return this.#checkpoints ??= new CheckpointJournal(this.#c);
+  }
+
+  /** The job tree's admission, cancel and lineage (docs/rules.md, "Admission"), on this connection. */
+  get jobTree(): JobTreeJournal {
+    return this.#jobTree ??= new JobTreeJournal(this.#c);
   }
 
   /** The schema version of the open file (always {@linkcode SCHEMA_VERSION}). */

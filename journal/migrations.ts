@@ -437,6 +437,42 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX resolutions_by_created ON resolutions (created_ms);
     `,
   },
+  {
+    version: 12,
+    name: "the job tree: lineage on job records, and admission counters (issue 15)",
+    // docs/rules.md "Admission" and "Lineage". Columns are added, not a
+    // rebuild: a job from before has no lineage (NULL) and is its own root. A
+    // job no split started has an empty split and label, as a checkout's
+    // resolution has.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN parent TEXT;
+      ALTER TABLE jobs ADD COLUMN parent_job TEXT;
+      ALTER TABLE jobs ADD COLUMN root TEXT;
+      ALTER TABLE jobs ADD COLUMN depth INTEGER CHECK (depth IS NULL OR depth >= 1);
+      ALTER TABLE jobs ADD COLUMN spawn TEXT
+        CHECK (spawn IS NULL OR (json_valid(spawn) AND json_type(spawn) = 'array'));
+      ALTER TABLE jobs ADD COLUMN kit_ref TEXT;
+      ALTER TABLE jobs ADD COLUMN branch INTEGER CHECK (branch IS NULL OR branch IN (0, 1));
+      ALTER TABLE jobs ADD COLUMN deadline_ms INTEGER;
+      ALTER TABLE jobs ADD COLUMN parent_deadline INTEGER
+        CHECK (parent_deadline IS NULL OR parent_deadline IN (0, 1));
+      ALTER TABLE jobs ADD COLUMN cap TEXT
+        CHECK (cap IS NULL OR cap IN ('live', 'cancelling', 'revoked'));
+      CREATE INDEX jobs_by_parent ON jobs (parent_job) WHERE parent_job IS NOT NULL;
+      CREATE INDEX jobs_by_root ON jobs (root) WHERE root IS NOT NULL;
+      CREATE INDEX jobs_by_cap ON jobs (cap) WHERE cap IN ('live', 'cancelling');
+
+      CREATE TABLE job_tree_launches (
+        root TEXT PRIMARY KEY NOT NULL CHECK (length(root) > 0),
+        launches INTEGER NOT NULL CHECK (launches >= 0)
+      ) STRICT;
+      CREATE TABLE admission_counts (
+        name TEXT PRIMARY KEY NOT NULL CHECK (name IN ('admitted', 'refused')),
+        n INTEGER NOT NULL CHECK (n >= 0)
+      ) STRICT;
+      INSERT INTO admission_counts (name, n) VALUES ('admitted', 0), ('refused', 0);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

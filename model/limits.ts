@@ -42,12 +42,26 @@ export const DEFAULT_WALL_S = SPLIT_DURATION_S;
 export const MAX_WALL_S = 86_400;
 
 /**
- * Jobs of one Kit a job tree may run at once, as `job.json`'s `limits`
- * reports it (`same_kit`); process admission does not count them yet.
+ * Consecutive parent→child steps of one Kit identity a job chain may hold
+ * (docs/rules.md, "Admission"): claude → claude is admitted, a third claude
+ * is refused. `job.json` reports it as `same_kit`.
  */
 export const JOB_SAME_KIT = 2;
 /**
- * Jobs a job tree may start in all, as `job.json`'s `limits` reports it
- * (`total`); process admission does not count them yet.
+ * Launches a top-level job tree may make in all, refused ones included
+ * (docs/rules.md, "Admission"); `job.json` reports it as `total`.
  */
 export const JOB_TREE_TOTAL = 64;
+/** The depth of a job tree: a root job is depth 1 (docs/rules.md, "Admission"). */
+export const JOB_DEPTH = 4;
+/**
+ * Live children one job may have, its splits' branch jobs included
+ * (docs/rules.md, "Admission"); `job.json` reports it as `fan_out`.
+ */
+export const JOB_FAN_OUT = 4;
+/** Distinct Kit VMs one job tree may use at once, unless `MARSH_TREE_KIT_VMS` says otherwise. */
+export const JOB_TREE_KIT_VMS = 4;
+/** The range `MARSH_TREE_KIT_VMS` may set. */
+export const JOB_TREE_KIT_VMS_MAX = 64;
+/** Wall time a child needs left on its parent's clock to be admitted, in ms. */
+export const JOB_MIN_WALL_MS = 1000;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { assertProperty } from "../tests/_property.ts";
-import { encodeFrame, FrameError, readFrames } from "./frame.ts";
+import { encodeFrame, FrameError, readFrames, readFramesFrom } from "./frame.ts";
 import { parseSplitfsReply, parseSplitfsRequest, ProtocolError } from "./splitfs.ts";
 
 function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
@@ -13,9 +13,27 @@ function streamOf(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
   });
 }
 
+/** A `read(2)`-like source giving `chunks` in order, each cut to the caller's buffer. */
+function readerOf(chunks: Uint8Array[]): (buf: Uint8Array) => Promise<number | null> {
+  const left = chunks.map((c) => c.slice());
+  return (buf) => {
+    const c = left[0];
+    if (c === undefined) return Promise.resolve(null);
+    const n = Math.min(buf.length, c.length);
+    buf.set(c.subarray(0, n));
+    if (n === c.length) left.shift();
+    else left[0] = c.subarray(n);
+    return Promise.resolve(n);
+  };
+}
+
 async function collect(chunks: Uint8Array[], max?: number): Promise<unknown[]> {
   const out: unknown[] = [];
   for await (const v of readFrames(streamOf(chunks), max)) out.push(v);
+  // The CLI's read(2)-like path gives the same values and the same errors.
+  const again: unknown[] = [];
+  for await (const v of readFramesFrom(readerOf(chunks), max)) again.push(v);
+  assert.deepEqual(again, out);
   return out;
 }
 
@@ -51,6 +69,22 @@ Deno.test("an oversized frame is refused before it is buffered", async () => {
   assert.equal(body.length, 1024);
   assert.deepEqual(await collect([encodeFrame(JSON.parse(body), 1024)], 1024), [JSON.parse(body)]);
   assert.throws(() => encodeFrame("x".repeat(1023), 1024), FrameError);
+});
+
+async function collectFrom(chunks: Uint8Array[], max?: number): Promise<unknown[]> {
+  const out: unknown[] = [];
+  for await (const v of readFramesFrom(readerOf(chunks), max)) out.push(v);
+  return out;
+}
+
+Deno.test("the read(2)-like path: a frame larger than its buffer, and its errors", async () => {
+  const big = { s: "y".repeat(200 * 1024) };
+  const bytes = encodeFrame(big);
+  assert.deepEqual(await collectFrom([bytes, encodeFrame(1)]), [big, 1]);
+  await assert.rejects(collectFrom([bytes.slice(0, bytes.length - 1)]), FrameError);
+  const header = new Uint8Array(4);
+  new DataView(header.buffer).setUint32(0, 1025);
+  await assert.rejects(collectFrom([header], 1024), FrameError);
 });
 
 Deno.test("truncated and malformed frames are errors, never hangs", async () => {

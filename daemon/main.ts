@@ -282,7 +282,13 @@ async function main(): Promise<number> {
       try {
         // The checkpoint stacks the journal still needs (marsh rollback, marsh fork).
         const keep = await sessions.gcKeep(cwd);
-        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun, keep });
+        const r = await splitfs.request<CollectedReply>({
+          v: 1,
+          t: "gc",
+          cwd,
+          dryRun,
+          keepExact: keep,
+        });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };
       } catch (error) {
         if (error instanceof SplitfsError) throw new RequestError(2, error.message);

@@ -247,8 +247,9 @@ export class Sessions {
 
   /**
    * What `marsh gc` of the project at `cwd` must keep besides what its
-   * directories pin: the top layer of every checkpoint an open session can
-   * still reach (its line and its abandoned futures: `marsh rollback`'s
+   * directories pin: every layer of the stack of every checkpoint an open
+   * session can still reach, each alone (the collector's `keepExact`: a
+   * compacted stack does not keep the layers it replaced) (its line and its abandoned futures: `marsh rollback`'s
    * targets). A removed session's checkpoints that no open one reaches are
    * collected (docs/checkpoints.md "Rollback, fork, log").
    */
@@ -264,8 +265,8 @@ export class Sessions {
     const keep = new Set<string>();
     for (const s of this.#j.listSessions({ project: root })) {
       for (const e of this.#j.sessionLog(s.id, { all: true })) {
-        const top = e.checkpoint.layers.at(-1);
-        if (top !== undefined) keep.add(top);
+        // Every layer, each kept alone: a stack may stand on a compacted bottom.
+        for (const id of e.checkpoint.layers) keep.add(id);
       }
     }
     return [...keep];

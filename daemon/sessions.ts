@@ -45,6 +45,7 @@ import { logEntryInfo } from "./session_log.ts";
 import { ViewMounts } from "./session_views.ts";
 import { recoverOperations } from "./session_recovery.ts";
 import { type OpDeps, runOperation } from "./session_op.ts";
+import type { Compactor } from "./session_compact.ts";
 
 /** Where a caller stands: the project, and its place in it or in a session's view. */
 export interface Located {
@@ -64,7 +65,9 @@ export interface SessionsDeps {
   readonly log: Log;
   readonly now: () => number;
   /** What `marsh op` needs besides (the worker, the control dir). */
-  readonly op: Omit<OpDeps, "journal" | "store" | "views" | "now" | "log">;
+  readonly op: Omit<OpDeps, "journal" | "store" | "views" | "now" | "log" | "compact">;
+  /** Compacts deep head stacks in the background (absent: never). */
+  readonly compactor?: Compactor;
 }
 
 /** The service's error as the caller's: 125, with its message. */
@@ -130,6 +133,7 @@ export class Sessions {
           views: (sess, layers) => this.remount(sess, layers),
           now: this.#d.now,
           log: this.#d.log,
+          compact: (where, layers) => this.#d.compactor?.afterBind(where, layers),
         });
         return;
       }

@@ -128,6 +128,8 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "op-drop":
     case "layer-check":
     case "session-close":
+    case "compact":
+    case "compact-drop":
       send(
         await handleSession(req, {
           locks,

@@ -113,6 +113,9 @@ export function compactStep(
       throw new RefusedError(`cannot compact into layer ${layer}: it is ${found.state}`);
     }
   }
+  // The daemon runs one compaction of a session at a time: on a first step,
+  // any other compaction dir is a leftover of an earlier service or daemon.
+  if (layer === undefined) dropLeftovers(place);
   const id = layer ?? store.freshId();
   const key = `${place.path}\0${id}`;
   let job = jobs.get(key);
@@ -173,6 +176,20 @@ export function compactStep(
 export function dropCompaction(place: SessionPlace, layer: string): void {
   for (const [key, job] of jobs) if (key === `${place.path}\0${layer}`) endJob(job);
   dropWork(place, layer);
+}
+
+function dropLeftovers(place: SessionPlace): void {
+  if (place.dir.statAt(COMPACT_DIR)?.kind !== "dir") return;
+  let names: string[];
+  {
+    using compact = place.dir.openDir(COMPACT_DIR);
+    names = compact.entries().map((e) => e.name);
+  }
+  for (const name of names) {
+    const job = jobs.get(`${place.path}\0${name}`);
+    if (job !== undefined) endJob(job);
+    dropWork(place, name);
+  }
 }
 
 function sameJob(place: SessionPlace, id: string, job: Job, layers: readonly string[]): boolean {

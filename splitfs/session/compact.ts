@@ -178,6 +178,11 @@ export function dropCompaction(place: SessionPlace, layer: string): void {
   dropWork(place, layer);
 }
 
+/** Ends every compaction of the session in memory (its directory is about to go). */
+export function endCompactions(place: SessionPlace): void {
+  for (const [key, job] of jobs) if (key.startsWith(`${place.path}\0`)) endJob(job);
+}
+
 function dropLeftovers(place: SessionPlace): void {
   if (place.dir.statAt(COMPACT_DIR)?.kind !== "dir") return;
   let names: string[];

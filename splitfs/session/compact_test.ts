@@ -143,6 +143,12 @@ Deno.test("compact: one bottom layer with the stack's root id, in steps; layers 
     assert.equal(r.state, "durable", `${id}: ${JSON.stringify(r)}`);
   }
 
+  // A layer stands on a compacted one only where it stood on the layer that one compacts.
+  await assert.rejects(
+    () => w.call({ t: "view-mount", ...at, layers: [last.layer, line[2]!.layers[2]!] }),
+    /has parent [a-z0-9]+, not [a-z0-9]+ or the [a-z0-9]+ it compacts/,
+  );
+
   // The op prepared on the old stack seals there; its layer stands on the compacted one.
   const late = await seal(w, "late", head, compacted.layers);
   await w.call({ t: "view-mount", ...at, layers: late.layers });

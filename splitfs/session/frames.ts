@@ -22,7 +22,7 @@ import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
-import { compactStep, dropCompaction } from "./compact.ts";
+import { compactStep, dropCompaction, endCompactions } from "./compact.ts";
 import { LAYERS_DIR, MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
 import {
@@ -172,6 +172,7 @@ function openSession(
 
 /** Unmounts the view and every op overlay (verified), then removes the session dir. */
 function closeSession(place: SessionPlace): void {
+  endCompactions(place);
   unmountUnder(place.path, place.path, `marsh session rm ${place.name}`);
   using sessions = place.marsh.openDir(SESSION_DIR);
   sessions.removeTree(place.name);

@@ -4,7 +4,8 @@
  * splitfs service. 100 serial operations on one session, none refused; the
  * log (checkpoint ids, roots, parents, paths) the same before and after a
  * compaction; a rollback to a checkpoint from before it shows the same
- * bytes; `kill -9` of the service in the middle of a compaction leaves the
+ * bytes; `marsh commit` and `marsh show --patch` read a compacted stack;
+ * `kill -9` of the service in the middle of a compaction leaves the
  * old stacks in use, and the next compaction removes the leftover copy and
  * finishes; `marsh gc` keeps every layer a checkpoint names.
  */
@@ -127,6 +128,15 @@ Deno.test({
   const all = await log(sb);
   assert.equal(all.filter((e) => e.on_head).length, 101);
   assert.ok(viewStack(sb).length <= 33, `the head's stack stays short: ${viewStack(sb).length}`);
+
+  // Promotion and patches read compacted stacks as any other.
+  const top = all.find((x) => x.head)!;
+  const commit = await sb.marsh(["commit", "--ref", "refs/heads/agent"]);
+  assert.equal(commit.code, 0, show(commit));
+  assert.equal((await sb.git("rev-parse", "refs/heads/agent^{tree}")).trim(), top.root);
+  const patch = await sb.marsh(["show", "--patch", top.checkpoint]);
+  assert.equal(patch.code, 0, show(patch));
+  assert.match(patch.stdout, /\+100\n/);
 
   // gc keeps every layer a checkpoint names: every one still mounts.
   const gc = await sb.marsh(["gc"]);

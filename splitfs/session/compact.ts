@@ -38,7 +38,14 @@ import {
   nameBytes,
   STRIDE,
 } from "../layers/layer_index.ts";
-import { blobHasher, blobId, hexOf, type TreeEntry, treeId } from "../git/tree_id.ts";
+import {
+  blobHasher,
+  blobId,
+  EMPTY_TREE_HEX,
+  hexOf,
+  type TreeEntry,
+  treeId,
+} from "../git/tree_id.ts";
 import { StackDir } from "../export/stack_view.ts";
 import { COMPACT_DIR } from "./session_pins.ts";
 import { readPin, type SessionPlace, STAGED, writePin } from "./session_dir.ts";
@@ -143,11 +150,12 @@ export function compactStep(
   if (tree === undefined) return { state: "compacting", layer: id, files: job.counts.files };
   job.data.chmod(job.rootPerm);
   endJob(job);
-  const rootId = tree === null ? null : hexOf(tree);
+  // No file at all is Git's empty tree.
+  const rootId = tree === null ? EMPTY_TREE_HEX : hexOf(tree);
   if (rootId !== stack.top.rootId) {
     dropWork(place, id);
     throw new CompactError(
-      `the copy of stack ${layers.join(",")} gives root ${rootId ?? "(empty)"}, not its ` +
+      `the copy of stack ${layers.join(",")} gives root ${rootId}, not its ` +
         `root ${stack.top.rootId}: nothing was sealed`,
     );
   }

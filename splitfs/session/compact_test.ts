@@ -203,3 +203,26 @@ Deno.test("compact refuses a stack whose layer data does not match its index, an
   );
   await w.call({ t: "session-close", ...at });
 });
+
+Deno.test("compact: a stack whose view is empty compacts to Git's empty tree", async () => {
+  using w = await sessionWorld({ "only": "1\n" });
+  const at = { root: w.root, name: "s" };
+  const opened = await w.call<SessionOpenedReply>({
+    t: "session-open",
+    ...at,
+    withIgnored: false,
+  });
+  const head = await op(
+    w,
+    "o1",
+    { layers: [...opened.layers], rootId: opened.rootId },
+    "rm only",
+  );
+  assert.equal(head.rootId, "4b825dc642cb6eb9a060e54bf8d69288fbee4904");
+  const last = (await compact(w, head.layers)).at(-1)!;
+  assert.ok(last.state === "sealed");
+  assert.equal(last.rootId, head.rootId);
+  await w.call({ t: "view-mount", ...at, layers: [last.layer] });
+  assert.deepEqual([...Deno.readDirSync(`${w.root}/.marsh/session/s/view`)], []);
+  await w.call({ t: "session-close", ...at });
+});

@@ -58,6 +58,7 @@ import { Server } from "./server.ts";
 import { Resolutions } from "./resolutions.ts";
 import { Sessions } from "./sessions.ts";
 import { SessionFs } from "../protocol/splitfs_session_client.ts";
+import { Compactor } from "./session_compact.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
 import { runGitPlanner } from "./git_planner.ts";
 import { RequestError } from "./request_error.ts";
@@ -282,7 +283,13 @@ async function main(): Promise<number> {
       try {
         // The checkpoint stacks the journal still needs (marsh rollback, marsh fork).
         const keep = await sessions.gcKeep(cwd);
-        const r = await splitfs.request<CollectedReply>({ v: 1, t: "gc", cwd, dryRun, keep });
+        const r = await splitfs.request<CollectedReply>({
+          v: 1,
+          t: "gc",
+          cwd,
+          dryRun,
+          keepExact: keep,
+        });
         return { root: r.root, dry_run: dryRun, removed: r.removed, bytes: r.bytes, kept: r.kept };
       } catch (error) {
         if (error instanceof SplitfsError) throw new RequestError(2, error.message);
@@ -314,9 +321,16 @@ async function main(): Promise<number> {
   if (settled > 0) log.info(`restart: ${settled} interrupted resolutions settled`);
   server.attachResolutions(resolutions);
   server.attachCheckpoints({ checkpoints: journal.checkpoints, splitfs });
+  const sessionFs = new SessionFs(splitfs);
   const sessions = new Sessions({
     journal,
-    store: new SessionFs(splitfs),
+    store: sessionFs,
+    compactor: new Compactor({
+      journal,
+      store: sessionFs,
+      log,
+      pause: (step) => splits.pause(step),
+    }),
     locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
     log,
     now: () => Date.now(),

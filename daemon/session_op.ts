@@ -61,6 +61,11 @@ export interface OpDeps extends SealDeps {
    */
   readonly view: { readonly view: "project" | "fork"; readonly reason: string };
   readonly graceMs: number;
+  /**
+   * After a bound operation's answer: compacts the new head's stack in the
+   * background when it is deep (`session_compact.ts`); absent: never.
+   */
+  readonly compact?: (at: { root: string; name: string }, layers: readonly string[]) => void;
 }
 
 /** How the command ended, as the worker reported it. */
@@ -124,8 +129,9 @@ export async function runOperation(
     throw new RequestError(
       1,
       `session ${s.name}'s head is a stack of ${head.layers.length} layers, and an operation's ` +
-        `layer can go on at most ${MAX_SESSION_LAYERS - 1} (compacting deep stacks is not yet ` +
-        `available); nothing ran: roll back (marsh rollback), or start a new session`,
+        `layer can go on at most ${MAX_SESSION_LAYERS - 1}: its compaction, which runs in the ` +
+        `background after each operation, has not caught up; nothing ran: try again once it ` +
+        `has (see marshd.log), roll back (marsh rollback), or start a new session`,
     );
   }
   const id = newRecordId("o");
@@ -335,5 +341,9 @@ export async function runOperation(
   } finally {
     // After the answer: removing the op dir is on the way to neither the head nor the view.
     if (pub.kind === "bound") await drop();
+  }
+  // Compaction starts after the answer and runs in the background: never on the op's path.
+  if (pub.kind === "bound" && pub.result.kind === "bound") {
+    d.compact?.(at, pub.result.checkpoint.layers);
   }
 }

@@ -45,6 +45,7 @@ import { logEntryInfo } from "./session_log.ts";
 import { ViewMounts } from "./session_views.ts";
 import { recoverOperations } from "./session_recovery.ts";
 import { type OpDeps, runOperation } from "./session_op.ts";
+import type { Compactor } from "./session_compact.ts";
 import type { PhaseTimes } from "./session_seal.ts";
 
 /** The step times kept for `marsh log --json`: the newest operations' only (memory stays bounded). */
@@ -68,7 +69,9 @@ export interface SessionsDeps {
   readonly log: Log;
   readonly now: () => number;
   /** What `marsh op` needs besides (the worker, the control dir). */
-  readonly op: Omit<OpDeps, "journal" | "store" | "views" | "now" | "log">;
+  readonly op: Omit<OpDeps, "journal" | "store" | "views" | "now" | "log" | "compact">;
+  /** Compacts deep head stacks in the background (absent: never). */
+  readonly compactor?: Compactor;
 }
 
 /** The service's error as the caller's: 125, with its message. */
@@ -142,6 +145,7 @@ export class Sessions {
           },
           now: this.#d.now,
           log: this.#d.log,
+          compact: (where, layers) => this.#d.compactor?.afterBind(where, layers),
         });
         return;
       }
@@ -268,8 +272,9 @@ export class Sessions {
 
   /**
    * What `marsh gc` of the project at `cwd` must keep besides what its
-   * directories pin: the top layer of every checkpoint an open session can
-   * still reach (its line and its abandoned futures: `marsh rollback`'s
+   * directories pin: every layer of the stack of every checkpoint an open
+   * session can still reach, each alone (the collector's `keepExact`: a
+   * compacted stack does not keep the layers it replaced) (its line and its abandoned futures: `marsh rollback`'s
    * targets). A removed session's checkpoints that no open one reaches are
    * collected (docs/checkpoints.md "Rollback, fork, log").
    */
@@ -285,8 +290,8 @@ export class Sessions {
     const keep = new Set<string>();
     for (const s of this.#j.listSessions({ project: root })) {
       for (const e of this.#j.sessionLog(s.id, { all: true })) {
-        const top = e.checkpoint.layers.at(-1);
-        if (top !== undefined) keep.add(top);
+        // Every layer, each kept alone: a stack may stand on a compacted bottom.
+        for (const id of e.checkpoint.layers) keep.add(id);
       }
     }
     return [...keep];

@@ -55,3 +55,26 @@ export function sealing(j: CheckpointJournal, session: string, id: string, root:
   const ok = j.recordIntent(id, { root, layer: `layer-${id}`, changes: DIGEST }, 2_003);
   if (!ok) throw new Error("no intent");
 }
+
+/** The layer {@linkcode compactionLine}'s compaction makes. */
+export const COMPACTED = "cmp1";
+/** The prefix {@linkcode compactionLine}'s compaction replaces. */
+export const COMPACTED_PREFIX = ["l0", "layer-op-1", "layer-op-2"];
+
+/**
+ * Session `s1` with operations `op-1`..`op-3` bound (stacks `l0`, then one
+ * `layer-<op>` each), and session `s2` forked at `op-2`'s checkpoint with
+ * `op-4` bound: what compaction rewrites (docs/checkpoints.md "Compaction").
+ */
+export function compactionLine(j: CheckpointJournal): void {
+  startSession(j);
+  const roots = [R1, R2, R1];
+  for (const [i, root] of roots.entries()) {
+    sealing(j, "s1", `op-${i + 1}`, root);
+    j.bindCheckpoint(`op-${i + 1}`, { createdMs: 3_000 + i });
+  }
+  const at = j.getOperation("op-2")!.checkpoint!;
+  j.forkSession({ id: "s2", name: "other", from: at, createdMs: 4_000 });
+  sealing(j, "s2", "op-4", R1);
+  j.bindCheckpoint("op-4", { createdMs: 4_001 });
+}

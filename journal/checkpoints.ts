@@ -24,6 +24,7 @@ import {
 } from "./_checkpoint_rows.ts";
 import * as sessions from "./_checkpoint_sessions.ts";
 import * as changed from "./_checkpoint_changes.ts";
+import { compactStacks } from "./_checkpoint_compact.ts";
 import type { OperationChanges, OperationView } from "./_checkpoint_changes.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
@@ -255,6 +256,19 @@ export class CheckpointJournal {
   /** What {@linkcode CheckpointJournal.recordView} kept for an operation, or null. */
   viewOf(id: string): OperationView | null {
     return this.#c.read("read operation view", () => changed.viewOf(this.#c, id));
+  }
+
+  /**
+   * Compaction's rewrite (docs/checkpoints.md "Compaction"), one
+   * transaction: every checkpoint of `project` whose stack starts with
+   * `prefix` gets the stack `[layer, ...rest]`, `layer` holding the
+   * prefix's merged view. Root ids, checkpoint ids, heads and log entries do
+   * not change. Returns how many stacks were rewritten; again, none.
+   *
+   * @throws {TypeError} for an empty prefix or one that holds `layer`
+   */
+  compactStacks(project: string, prefix: readonly string[], layer: string): number {
+    return compactStacks(this.#c, project, prefix, layer);
   }
 
   /**

@@ -189,9 +189,16 @@ export interface GcRequest {
    * stack below it. At most {@linkcode MAX_GC_KEEP}.
    */
   readonly keep?: readonly string[];
+  /**
+   * Layer ids to keep each alone, without the layers below it: every layer
+   * of the checkpoint stacks the journal names, which may stand on a
+   * compacted bottom (docs/checkpoints.md "Compaction"). At most
+   * {@linkcode MAX_GC_KEEP}.
+   */
+  readonly keepExact?: readonly string[];
 }
 
-/** At most this many layer ids in a `gc` request's `keep`. */
+/** At most this many layer ids in a `gc` request's `keep` (and in its `keepExact`). */
 export const MAX_GC_KEEP = 100_000;
 
 /** Fork a created split for one branch. `progress` replies may come before `forked`. */
@@ -530,21 +537,26 @@ export function parseSplitfsRequest(x: unknown): SplitfsRequest {
     case "probe":
       return { v: 1, t: "probe", dir: absPath(x, "dir"), forks: forkPolicy(x) };
     case "gc": {
-      const keep = x.keep;
-      if (
-        keep !== undefined &&
-        (!Array.isArray(keep) || keep.length > MAX_GC_KEEP || !keep.every(isLayerId))
-      ) {
-        throw new ProtocolError(
-          `malformed gc frame: keep must be a list of at most ${MAX_GC_KEEP} layer ids`,
-        );
-      }
+      const ids = (key: "keep" | "keepExact"): string[] | undefined => {
+        const v = x[key];
+        if (
+          v !== undefined &&
+          (!Array.isArray(v) || v.length > MAX_GC_KEEP || !v.every(isLayerId))
+        ) {
+          throw new ProtocolError(
+            `malformed gc frame: ${key} must be a list of at most ${MAX_GC_KEEP} layer ids`,
+          );
+        }
+        return v;
+      };
+      const keep = ids("keep"), keepExact = ids("keepExact");
       return {
         v: 1,
         t: "gc",
         cwd: absPath(x, "cwd"),
         dryRun: bool(x, "dryRun"),
         ...(keep === undefined ? {} : { keep }),
+        ...(keepExact === undefined ? {} : { keepExact }),
       };
     }
     case "publish":

@@ -253,6 +253,53 @@ export interface SessionClosedReply {
   readonly t: "session-closed";
 }
 
+/**
+ * One step of the compaction of `layers` (a session's stack, bottom first)
+ * into one new sealed bottom layer holding their merged view, with the same
+ * root id (docs/checkpoints.md "Compaction"). Each step copies for about
+ * `budgetMs` and answers `compacting` (ask again with its `layer`) until the
+ * last seals the layer and answers `compacted`; the layer stays pinned in
+ * the session's directory until `compact-drop`. Asked again once sealed, it
+ * answers `compacted` again.
+ */
+export interface CompactRequest {
+  readonly v: 1;
+  readonly t: "compact";
+  readonly root: string;
+  readonly name: string;
+  readonly layers: readonly string[];
+  /** The layer a `compacting` answer named; absent on the first step. */
+  readonly layer?: string;
+  /** How long a step may copy, in ms (absent: {@linkcode COMPACT_STEP_MS}). */
+  readonly budgetMs?: number;
+}
+
+/** A compaction step's default length, ms: short enough that other requests are not held up for long. */
+export const COMPACT_STEP_MS = 50;
+
+/** The answer to `compact`. */
+export type CompactedReply =
+  & { readonly v: 1; readonly t: "compacted"; readonly layer: string; readonly files: number }
+  & (
+    | { readonly state: "compacting" }
+    | { readonly state: "sealed"; readonly rootId: string; readonly bytes: number }
+  );
+
+/** Unpin (and, unsealed, remove) the compaction into `layer`: the journal names it now, or it was given up. */
+export interface CompactDropRequest {
+  readonly v: 1;
+  readonly t: "compact-drop";
+  readonly root: string;
+  readonly name: string;
+  readonly layer: string;
+}
+
+/** The answer to `compact-drop`. */
+export interface CompactDroppedReply {
+  readonly v: 1;
+  readonly t: "compact-dropped";
+}
+
 /** Every request of this module. */
 export type SessionRequest =
   | SessionOpenRequest
@@ -262,7 +309,9 @@ export type SessionRequest =
   | OpSealRequest
   | OpDropRequest
   | LayerCheckRequest
-  | SessionCloseRequest;
+  | SessionCloseRequest
+  | CompactRequest
+  | CompactDropRequest;
 
 /** Every reply of this module. */
 export type SessionReply =
@@ -273,7 +322,9 @@ export type SessionReply =
   | OpSealedReply
   | OpDroppedReply
   | LayerCheckedReply
-  | SessionClosedReply;
+  | SessionClosedReply
+  | CompactedReply
+  | CompactDroppedReply;
 
 /** The frame types of {@linkcode SessionRequest}. */
 export const SESSION_REQUESTS: ReadonlySet<string> = new Set([
@@ -285,6 +336,8 @@ export const SESSION_REQUESTS: ReadonlySet<string> = new Set([
   "op-drop",
   "layer-check",
   "session-close",
+  "compact",
+  "compact-drop",
 ]);
 
 /** The frame types of {@linkcode SessionReply}. */
@@ -297,6 +350,8 @@ export const SESSION_REPLIES: ReadonlySet<string> = new Set([
   "op-dropped",
   "layer-checked",
   "session-closed",
+  "compacted",
+  "compact-dropped",
 ]);
 
 function bad(x: Record<string, unknown>, what: string): ProtocolError {
@@ -418,6 +473,29 @@ export function parseSessionRequest(x: Record<string, unknown>): SessionRequest 
       };
     case "session-close":
       return { v: 1, t: "session-close", root: absPath(x, "root"), name: name(x) };
+    case "compact": {
+      const budget = x.budgetMs === undefined ? undefined : num(x, "budgetMs");
+      if (budget !== undefined && (budget < 1 || budget > 60_000)) {
+        throw bad(x, "budgetMs must be 1 to 60000");
+      }
+      return {
+        v: 1,
+        t: "compact",
+        root: absPath(x, "root"),
+        name: name(x),
+        layers: layers(x),
+        ...(x.layer === undefined ? {} : { layer: layerId(x, "layer") }),
+        ...(budget === undefined ? {} : { budgetMs: budget }),
+      };
+    }
+    case "compact-drop":
+      return {
+        v: 1,
+        t: "compact-drop",
+        root: absPath(x, "root"),
+        name: name(x),
+        layer: layerId(x, "layer"),
+      };
     default:
       throw new ProtocolError(`unknown request type: ${JSON.stringify(x.t)}`);
   }
@@ -503,6 +581,19 @@ export function parseSessionReply(x: Record<string, unknown>): SessionReply {
     }
     case "session-closed":
       return { v: 1, t: "session-closed" };
+    case "compacted": {
+      const head = { v: 1, t: "compacted", layer: layerId(x, "layer"), files: num(x, "files") };
+      if (x.state === "compacting") return { ...head, state: "compacting" } as CompactedReply;
+      if (x.state !== "sealed") throw bad(x, `state must be "compacting" or "sealed"`);
+      return {
+        ...head,
+        state: "sealed",
+        rootId: rootId(x),
+        bytes: num(x, "bytes"),
+      } as CompactedReply;
+    }
+    case "compact-dropped":
+      return { v: 1, t: "compact-dropped" };
     default:
       throw new ProtocolError(`unknown splitfs reply type ${JSON.stringify(x.t)}`);
   }

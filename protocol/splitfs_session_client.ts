@@ -9,6 +9,7 @@
 
 import type { SplitfsService } from "./splitfs_client.ts";
 import type {
+  CompactedReply,
   LayerCheckedReply,
   OpCapturedReply,
   OpPreparedReply,
@@ -124,6 +125,29 @@ export class SessionFs {
       layer,
       rootId,
     });
+  }
+
+  /** `compact`: one step of the compaction of `layers` (into `layer`, from the second step on). */
+  compact(
+    at: SessionAt,
+    layers: readonly string[],
+    layer?: string,
+    budgetMs?: number,
+  ): Promise<CompactedReply> {
+    return this.service.request<CompactedReply>({
+      v: 1,
+      t: "compact",
+      root: at.root,
+      name: at.name,
+      layers,
+      ...(layer === undefined ? {} : { layer }),
+      ...(budgetMs === undefined ? {} : { budgetMs }),
+    });
+  }
+
+  /** `compact-drop`: unpin the compaction into `layer` (the journal names it, or it was given up). */
+  async dropCompaction(at: SessionAt, layer: string): Promise<void> {
+    await this.service.request({ v: 1, t: "compact-drop", root: at.root, name: at.name, layer });
   }
 
   /** `session-close`: unmount the view and remove the session's directory. */

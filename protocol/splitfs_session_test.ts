@@ -40,6 +40,10 @@ Deno.test("session frames: every request round-trips through the wire", () => {
     { v: 1, t: "session-close", root: "/p", name: "fix" },
     { v: 1, t: "gc", cwd: "/p", dryRun: false, keep: [L(1)] },
     { v: 1, t: "gc", cwd: "/p", dryRun: false },
+    { v: 1, t: "gc", cwd: "/p", dryRun: false, keepExact: [L(1), L(2)] },
+    { v: 1, t: "compact", root: "/p", name: "fix", layers: [L(1), L(2)] },
+    { v: 1, t: "compact", root: "/p", name: "fix", layers: [L(1)], layer: L(3), budgetMs: 5 },
+    { v: 1, t: "compact-drop", root: "/p", name: "fix", layer: L(3) },
   ] as const;
   for (const r of reqs) {
     const parsed = parseSplitfsRequest(JSON.parse(JSON.stringify(r)));
@@ -75,6 +79,12 @@ Deno.test("session frames: bounds are checked at the edge", () => {
       { ...seal, rootId: R.slice(1) },
       { v: 1, t: "gc", cwd: "/p", dryRun: false, keep: ["x"] },
       { v: 1, t: "gc", cwd: "/p", dryRun: false, keep: L(1) },
+      { v: 1, t: "gc", cwd: "/p", dryRun: false, keepExact: ["x"] },
+      { v: 1, t: "compact", root: "/p", name: "fix", layers: [] },
+      { v: 1, t: "compact", root: "/p", name: "fix", layers: [L(1)], layer: "x" },
+      { v: 1, t: "compact", root: "/p", name: "fix", layers: [L(1)], budgetMs: 0 },
+      { v: 1, t: "compact", root: "/p", name: "fix", layers: [L(1)], budgetMs: 60_001 },
+      { v: 1, t: "compact-drop", root: "/p", name: "fix" },
     ]
   ) {
     assert.throws(() => parseSplitfsRequest(bad), ProtocolError, JSON.stringify(bad));
@@ -103,6 +113,9 @@ Deno.test("session frames: replies parse, and a bad one is refused", () => {
     { v: 1, t: "layer-checked", state: "durable" },
     { v: 1, t: "layer-checked", state: "conflicting", detail: "root id x" },
     { v: 1, t: "session-closed" },
+    { v: 1, t: "compacted", layer: L(3), files: 10, state: "compacting" },
+    { v: 1, t: "compacted", layer: L(3), files: 10, state: "sealed", rootId: R, bytes: 99 },
+    { v: 1, t: "compact-dropped" },
   ];
   for (const r of replies) assert.deepEqual(parseSplitfsReply(r), r);
   const changed = replies[4]!;
@@ -118,6 +131,8 @@ Deno.test("session frames: replies parse, and a bad one is refused", () => {
       { ...changed, kind: "other" },
       { v: 1, t: "view-mounted", view: "/v", rootId: R, class: "fuse" },
       { v: 1, t: "layer-checked", state: "maybe" },
+      { v: 1, t: "compacted", layer: L(3), files: 10, state: "done" },
+      { v: 1, t: "compacted", layer: L(3), files: 10, state: "sealed", bytes: 1 },
     ]
   ) {
     assert.throws(() => parseSplitfsReply(bad), ProtocolError, JSON.stringify(bad));

@@ -128,6 +128,8 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "op-drop":
     case "layer-check":
     case "session-close":
+    case "compact":
+    case "compact-drop":
       send(
         await handleSession(req, {
           locks,
@@ -288,7 +290,7 @@ async function handle(req: SplitfsRequest, progressMs: number): Promise<void> {
     case "gc": {
       const root = locateProject(req.cwd).root;
       await recovery.atFirstHold(root);
-      const r = collectLayers(root, req.dryRun, req.keep ?? []);
+      const r = collectLayers(root, req.dryRun, req.keep ?? [], req.keepExact ?? []);
       send({ v: 1, t: "collected", ...r });
       return;
     }

@@ -13,13 +13,24 @@
  * - `bind-done`: the same, the bind committed.
  * - `intent-done`: session `s1` with operation `op-1` sealing: killed after its intent, before
  *   any bind.
+ * - `compact-open`: the line of `compactionLine`, then its stacks' compaction inside a
+ *   transaction that never commits.
+ * - `compact-done`: the same, the compaction committed.
  *
  * @module
  */
 
 import { Journal } from "../journal.ts";
 import { sampleSplit, writeMidRunScenario } from "../_testing.ts";
-import { R1, sealing, startSession } from "../_checkpoint_testing.ts";
+import {
+  COMPACTED,
+  COMPACTED_PREFIX,
+  compactionLine,
+  PROJECT,
+  R1,
+  sealing,
+  startSession,
+} from "../_checkpoint_testing.ts";
 
 function written(): void {
   Deno.stdout.writeSync(new TextEncoder().encode("written\n"));
@@ -72,6 +83,23 @@ switch (mode) {
     }
     journal.immediate(() => {
       bind();
+      written();
+      blockForever();
+    });
+    break;
+  }
+  case "compact-open":
+  case "compact-done": {
+    const c = journal.checkpoints;
+    compactionLine(c);
+    const compact = () => c.compactStacks(PROJECT, COMPACTED_PREFIX, COMPACTED);
+    if (mode === "compact-done") {
+      compact();
+      written();
+      blockForever();
+    }
+    journal.immediate(() => {
+      compact();
       written();
       blockForever();
     });

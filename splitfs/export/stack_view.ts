@@ -63,15 +63,9 @@ export class StackView implements Disposable {
       if (layers.length === 0) {
         return new StackView(store, data, EMPTY_TREE_HEX, emptyIndex(), []);
       }
-      const top = layers[layers.length - 1] as string;
-      const metas = store.stack(top);
+      // A compacted bottom stands for the stack it merged (docs/checkpoints.md "Compaction").
+      const metas = store.explicitStack(layers);
       const ids = metas.map((m) => m.id);
-      if (ids.length !== layers.length || ids.some((id, i) => id !== layers[i])) {
-        throw new LayerError(
-          top,
-          `tops the stack ${ids.join(",")}, not the stack ${layers.join(",")} asked for`,
-        );
-      }
       const topMeta = metas[metas.length - 1] as LayerMeta;
       const index = loadIndex(store, topMeta);
       for (let i = metas.length - 1; i >= 0; i--) {

@@ -51,6 +51,12 @@ export interface AdoptedLayer {
     readonly whiteouts: number;
     readonly bytes: number;
   };
+  /**
+   * The layer holds `parent`'s whole stack merged (docs/checkpoints.md
+   * "Compaction"): sealed as a bottom layer (no parent) with `parent`'s
+   * depth, naming `parent` as the layer it compacts.
+   */
+  readonly compacted?: boolean;
 }
 
 /**
@@ -62,16 +68,19 @@ export interface AdoptedLayer {
 export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
   const top = ids[ids.length - 1];
   if (top === undefined) throw new TypeError("a stack has at least one layer");
-  const metas = dir.stack(top);
-  const found = metas.map((m) => m.id);
-  if (found.length !== ids.length || found.some((id, i) => id !== ids[i])) {
+  let metas: LayerMeta[];
+  try {
+    metas = dir.explicitStack(ids);
+  } catch (error) {
+    if (!(error instanceof LayerError)) throw error;
     throw new LayerError(
       top,
-      `tops the stack ${found.join(",")}, not the stack asked for (${ids.join(",")})`,
+      `does not top the stack asked for (${ids.join(",")}): ${error.message}`,
+      { cause: error },
     );
   }
   const topMeta = metas[metas.length - 1] as LayerMeta;
-  return { ids: found, metas, top: topMeta, index: dir.loadIndex(topMeta) };
+  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(topMeta) };
 }
 
 /**
@@ -94,7 +103,11 @@ export function sealStaged(
     using wrapper = staging.openDir(name);
     if (wrapper.statAt(SEALED) !== null) {
       meta = readSealedMeta(layer.id, wrapper);
-      if (meta.rootId !== layer.rootId || meta.parent !== layer.parent.id) {
+      const parent = layer.compacted === true ? null : layer.parent.id;
+      if (
+        meta.rootId !== layer.rootId || meta.parent !== parent ||
+        (layer.compacted === true && meta.compacts !== layer.parent.id)
+      ) {
         throw new LayerError(
           layer.id,
           `was staged with root ${meta.rootId} on ${meta.parent}, not root ${layer.rootId} on ${layer.parent.id}`,
@@ -125,18 +138,20 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   const data = recordData(wrapper);
   const indexBytes = encodeIndex(layer.index);
   writeDurable(wrapper, INDEX, indexBytes);
+  const compacted = layer.compacted === true;
   const meta: LayerMeta = {
     version: 2,
     id: layer.id,
-    parent: layer.parent.id,
-    depth: layer.parent.depth + 1,
+    parent: compacted ? null : layer.parent.id,
+    depth: compacted ? layer.parent.depth : layer.parent.depth + 1,
     chain: layer.chain,
     rootId: layer.rootId,
     created: Date.now(),
-    full: false,
+    full: compacted,
     ...layer.counts,
     index: { sha256: sha256Hex(indexBytes), size: indexBytes.length },
     data,
+    ...(compacted ? { compacts: layer.parent.id } : {}),
   };
   const metaBytes = enc.encode(JSON.stringify(meta, null, 2) + "\n");
   writeDurable(wrapper, META, metaBytes);

@@ -16,7 +16,7 @@ import { TRASH_DIR } from "../../model/layout.ts";
 
 /**
  * Deletes every layer that is not in `referenced`, not below a referenced
- * layer, and not in a chain head's stack; unsealed leftovers of a crash go
+ * layer, not in `exact` (kept alone) and not in a chain head's stack; unsealed leftovers of a crash go
  * too. Each is unsealed first, then renamed into `.marsh/.trash` and
  * removed there, so a crash never leaves a half-deleted layer that looks
  * valid. A dry run deletes nothing and reports the same. With `heads`
@@ -31,8 +31,12 @@ export function collectLayers(
   referenced: ReadonlySet<string>,
   dryRun: boolean,
   heads: boolean,
+  exact: ReadonlySet<string> = new Set(),
 ): { removed: string[]; bytes: number } {
-  const keep = new Set<string>();
+  // Whole stacks named layer by layer: their parents are not followed, since
+  // a stack on a compacted bottom no longer needs the layers it replaced
+  // (docs/checkpoints.md "Compaction").
+  const keep = new Set<string>([...exact].filter((id) => LAYER_ID.test(id)));
   const keepStack = (top: string) => {
     // Follow parents without trusting seals: keeping too much is the safe side.
     for (let id: string | null = top; id !== null && !keep.has(id);) {

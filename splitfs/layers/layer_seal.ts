@@ -100,6 +100,13 @@ export interface LayerMeta {
   readonly bytes: number;
   readonly index: { readonly sha256: string; readonly size: number };
   readonly data?: DataSeal;
+  /**
+   * A compacted layer (docs/checkpoints.md "Compaction"): the id of the
+   * layer whose whole stack this one holds merged, as one bottom layer
+   * (`parent` null, `depth` that layer's). A layer sealed on that one may
+   * stand on this instead. Absent for every other layer.
+   */
+  readonly compacts?: string;
 }
 
 /** A parsed `meta.json`, or `null` when it is not one. */
@@ -127,7 +134,9 @@ export function parseMeta(bytes: Uint8Array): LayerMeta | null {
     (m.version === 1
       ? data === undefined
       : typeof data === "object" && data !== null && hash(data.sha256) && nat(data.size) &&
-        nat(data.entries));
+        nat(data.entries)) &&
+    (m.compacts === undefined ||
+      (typeof m.compacts === "string" && LAYER_ID.test(m.compacts) && m.parent === null));
   return ok ? m as unknown as LayerMeta : null;
 }
 

@@ -387,7 +387,8 @@ export class LayerStore implements Disposable {
 
   /**
    * Deletes every layer that is not in `referenced`, not below a referenced
-   * layer, and not in a chain head's stack; unsealed leftovers of a crash go
+   * layer, not in `exact` (whole stacks, kept layer by layer without their
+   * parents: see `layer_gc.ts`) and not in a chain head's stack; unsealed leftovers of a crash go
    * too. Each is unsealed first, then renamed into `.marsh/.trash` and
    * removed there, so a crash never leaves a half-deleted layer that looks
    * valid. A dry run deletes nothing and reports the same. With `heads`
@@ -400,8 +401,9 @@ export class LayerStore implements Disposable {
     referenced: ReadonlySet<string>,
     dryRun: boolean,
     heads = true,
+    exact: ReadonlySet<string> = new Set(),
   ): { removed: string[]; bytes: number } {
-    return collectLayers(this.#dir, referenced, dryRun, heads);
+    return collectLayers(this.#dir, referenced, dryRun, heads, exact);
   }
 
   /** Closes the store's descriptors; a second call does nothing. */

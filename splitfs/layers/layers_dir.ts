@@ -192,13 +192,49 @@ export class LayersDir implements Disposable {
       if (above && above.depth !== meta.depth + 1) {
         throw new LayerError(above.id, `has depth ${above.depth} above depth ${meta.depth}`);
       }
-      if ((meta.parent === null) !== (meta.depth === 1)) {
+      if (meta.compacts === undefined && (meta.parent === null) !== (meta.depth === 1)) {
         throw new LayerError(id, `has depth ${meta.depth} and parent ${meta.parent}`);
       }
       metas.push(meta);
       id = meta.parent;
     }
     return metas.reverse();
+  }
+
+  /**
+   * Verified metas of the stack `ids` exactly (bottom first): each layer
+   * sealed, the bottom one's parent none, and each other one's parent the
+   * layer below it, or the layer a compacted layer below it stands for
+   * (docs/checkpoints.md "Compaction": a layer sealed on the old stack
+   * stands on its compacted bottom unchanged), with depths that follow.
+   *
+   * @throws {LayerError} when a layer is missing, unsealed, or the stack is not one
+   */
+  explicitStack(ids: readonly string[]): LayerMeta[] {
+    const metas: LayerMeta[] = [];
+    for (const id of ids) {
+      using wrapper = this.openWrapper(id);
+      const meta = readSealedMeta(id, wrapper);
+      const below = metas[metas.length - 1];
+      if (below === undefined) {
+        if (meta.parent !== null) {
+          throw new LayerError(id, `is not a bottom layer: its parent is ${meta.parent}`);
+        }
+        if (meta.compacts === undefined && meta.depth !== 1) {
+          throw new LayerError(id, `has depth ${meta.depth} and no parent`);
+        }
+      } else if (meta.parent !== below.id && meta.parent !== (below.compacts ?? null)) {
+        throw new LayerError(
+          id,
+          `has parent ${meta.parent}, not ${below.id}` +
+            (below.compacts === undefined ? "" : ` or the ${below.compacts} it compacts`),
+        );
+      } else if (meta.depth !== below.depth + 1) {
+        throw new LayerError(id, `has depth ${meta.depth} above depth ${below.depth}`);
+      }
+      metas.push(meta);
+    }
+    return metas;
   }
 
   /**

@@ -22,9 +22,11 @@ import { dropOp, openOpDir, prepareOp, unmountOp } from "./op_dir.ts";
 import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
+import { compactStep, dropCompaction, endCompactions } from "./compact.ts";
 import { LAYERS_DIR, MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
 import {
+  COMPACT_STEP_MS,
   MAX_CAPTURED_PATHS,
   type SessionReply,
   type SessionRequest,
@@ -93,6 +95,26 @@ export async function handleSession(
       if (place !== null) closeSession(place);
       return { v: 1, t: "session-closed" };
     }
+    case "compact": {
+      using place = SessionPlace.open(req.root, req.name, ctx.locks, false);
+      const step = compactStep(place, req.layers, req.layer, req.budgetMs ?? COMPACT_STEP_MS);
+      return step.state === "compacting"
+        ? { v: 1, t: "compacted", state: "compacting", layer: step.layer, files: step.files }
+        : {
+          v: 1,
+          t: "compacted",
+          state: "sealed",
+          layer: step.layer,
+          files: step.files,
+          rootId: step.rootId,
+          bytes: step.bytes,
+        };
+    }
+    case "compact-drop": {
+      using place = openIfPresent(req.root, req.name, ctx.locks);
+      if (place !== null) dropCompaction(place, req.layer);
+      return { v: 1, t: "compact-dropped" };
+    }
   }
 }
 
@@ -150,6 +172,7 @@ function openSession(
 
 /** Unmounts the view and every op overlay (verified), then removes the session dir. */
 function closeSession(place: SessionPlace): void {
+  endCompactions(place);
   unmountUnder(place.path, place.path, `marsh session rm ${place.name}`);
   using sessions = place.marsh.openDir(SESSION_DIR);
   sessions.removeTree(place.name);

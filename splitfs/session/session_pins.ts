@@ -1,8 +1,9 @@
 /**
  * The layers a project's checkpoint sessions pin (docs/checkpoints.md, "The
- * model"): each session dir's `layers` (its view's stack) and each op dir's
- * (the stack an operation in flight runs on, or the one it sealed), for
- * `marsh gc` to keep.
+ * model"): each session dir's `layers` (its view's stack), each op dir's
+ * (the stack an operation in flight runs on, or the one it sealed) and each
+ * compaction dir's (the stack being merged, "Compaction"), for `marsh gc`
+ * to keep. Each is a whole stack, bottom first.
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -14,6 +15,8 @@ import { SESSION_DIR } from "../../model/checkpoint.ts";
 import { LAYERS_FILE } from "../../model/layout.ts";
 
 const OP_DIR = "op";
+/** Under a session's directory: one directory per compaction in progress (`compact.ts`). */
+export const COMPACT_DIR = "compact";
 const MAX_PIN = 64 * 1024;
 const dec = new TextDecoder();
 
@@ -31,12 +34,15 @@ export function sessionPins(marsh: Dir): Set<string> {
     if (sessions.statAt(e.name)?.kind !== "dir") continue;
     using session = sessions.openDir(e.name);
     add(session);
-    if (session.statAt(OP_DIR)?.kind !== "dir") continue;
-    using ops = session.openDir(OP_DIR);
-    for (const o of ops.entries()) {
-      if (ops.statAt(o.name)?.kind !== "dir") continue;
-      using op = ops.openDir(o.name);
-      add(op);
+    // Op dirs pin their stacks, compaction dirs the stack being merged.
+    for (const sub of [OP_DIR, COMPACT_DIR]) {
+      if (session.statAt(sub)?.kind !== "dir") continue;
+      using ops = session.openDir(sub);
+      for (const o of ops.entries()) {
+        if (ops.statAt(o.name)?.kind !== "dir") continue;
+        using op = ops.openDir(o.name);
+        add(op);
+      }
     }
   }
   return out;

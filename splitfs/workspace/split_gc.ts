@@ -18,7 +18,9 @@ import { sessionPins } from "../session/session_pins.ts";
 /**
  * `marsh gc`: deletes the project's layers that no split dir names (kept
  * splits included), no session dir or op dir pins, `keep` does not list
- * and no chain head stacks (each kept layer keeps the stack below it). Every split dir on disk holds
+ * and no chain head stacks (each kept layer keeps the stack below it), and
+ * that `keepExact` does not list (whole stacks, each layer kept alone: a
+ * stack on a compacted bottom does not keep the layers it replaced). Every split dir on disk holds
  * the list of its layers from before its base was mounted, so a mounted
  * layer is always referenced.
  *
@@ -29,6 +31,7 @@ export function collectLayers(
   root: string,
   dryRun: boolean,
   keep: readonly string[] = [],
+  keepExact: readonly string[] = [],
 ): { root: string; removed: string[]; bytes: number; kept: number } {
   using rootDir = Dir.openAbsolute(root);
   if (rootDir.statAt(MARSH_DIR)?.kind !== "dir") {
@@ -40,7 +43,9 @@ export function collectLayers(
   if (marsh.statAt(LAYERS_DIR)?.kind !== "dir") return { root, removed: [], bytes: 0, kept: 0 };
   using store = LayerStore.open(marsh);
   const referenced = new Set<string>(keep);
-  for (const id of sessionPins(marsh)) referenced.add(id);
+  // Session pins are whole stacks, which may stand on a compacted bottom.
+  const exact = new Set<string>(keepExact);
+  for (const id of sessionPins(marsh)) exact.add(id);
   if (marsh.statAt(SPLIT_DIR)?.kind === "dir") {
     using splits = marsh.openDir(SPLIT_DIR);
     for (const e of splits.entries()) {
@@ -52,6 +57,6 @@ export function collectLayers(
     }
   }
   const total = store.list().length;
-  const r = store.collect(referenced, dryRun);
+  const r = store.collect(referenced, dryRun, true, exact);
   return { root, removed: r.removed, bytes: r.bytes, kept: total - r.removed.length };
 }

@@ -273,9 +273,9 @@ export class Sessions {
   /**
    * What `marsh gc` of the project at `cwd` must keep besides what its
    * directories pin: every layer of the stack of every checkpoint an open
-   * session can still reach, each alone (the collector's `keepExact`: a
-   * compacted stack does not keep the layers it replaced) (its line and its abandoned futures: `marsh rollback`'s
-   * targets). A removed session's checkpoints that no open one reaches are
+   * session can still reach (its line and its abandoned futures: `marsh
+   * rollback`'s targets), each alone (the collector's `keepExact`: a
+   * compacted stack does not keep the layers it replaced). A removed session's checkpoints that no open one reaches are
    * collected (docs/checkpoints.md "Rollback, fork, log").
    */
   async gcKeep(cwd: string): Promise<string[]> {

@@ -28,9 +28,13 @@ async function log(sb: Sandbox): Promise<LogEntryInfo[]> {
   return (JSON.parse(r.stdout) as { entries: LogEntryInfo[] }).entries;
 }
 
-/** The log without what moves with the head (`head`, `on_head`), oldest first. */
+/**
+ * The log without what moves with the head (`head`, `on_head`) and without
+ * the step times (kept in the daemon's memory only: `null` after a restart),
+ * oldest first.
+ */
 function history(entries: readonly LogEntryInfo[]): unknown[] {
-  return entries.map(({ head: _h, on_head: _o, ...rest }) => rest).reverse();
+  return entries.map(({ head: _h, on_head: _o, timing_ms: _t, ...rest }) => rest).reverse();
 }
 
 /** Runs ops `from`..`to` (each appends its number to a.txt and writes f<n>); returns the first failure. */

@@ -23,6 +23,8 @@ import { findMount, readMounts } from "../fd/mountinfo.ts";
 import type { LayerStore } from "../layers/layers.ts";
 import { mountsAt, NEXT_VIEW, type SessionPlace, unmountUnder, writePin } from "./session_dir.ts";
 import { VIEW_DIR } from "../../model/checkpoint.ts";
+import { PHASE } from "./session_phases.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 
 const MOVE_MOUNT_BENEATH = 0x200;
 const MS_MOVE = 8192n;
@@ -59,13 +61,18 @@ export function openLowers(store: LayerStore, layers: readonly string[], readOnl
  * @throws {MountError} when a mount fails; the old view, if any, stays
  */
 export function mountView(place: SessionPlace, layers: readonly string[]): MountedView {
+  let t = phaseStart();
   const store = place.store();
   const stack = store.stackOf(layers);
+  phaseEnd(PHASE.stack, t);
   const mode = place.mode();
   const viewPath = `${place.path}/${VIEW_DIR}`;
+  t = phaseStart();
   // Pinned before the mount, so the collector never finds a mounted layer unnamed.
   writePin(place.dir, layers);
   place.dir.ensureDir(VIEW_DIR, 0o755).close();
+  phaseEnd(PHASE.viewPin, t);
+  t = phaseStart();
   const lowers = openLowers(store, layers, true);
   try {
     const current = mountsAt(viewPath);
@@ -84,8 +91,11 @@ export function mountView(place: SessionPlace, layers: readonly string[]): Mount
       using target = place.dir.openDir(NEXT_VIEW);
       record = mountReadOnly(mode, lowers, target);
     }
+    phaseEnd(PHASE.viewMount, t);
+    t = phaseStart();
     replaceView(place.dir, viewPath, record.mountId);
     place.dir.rmdir(NEXT_VIEW);
+    phaseEnd(PHASE.viewReplace, t);
     return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
   } finally {
     for (const d of lowers) d.close();

@@ -83,7 +83,8 @@ export function prepareOp(place: SessionPlace, op: string, layers: readonly stri
   ops.mkdir(op, 0o755);
   try {
     using dir = ops.openDir(op);
-    writePin(dir, layers);
+    // The head's stack, which the journal keeps too: no fsync (see writePin).
+    writePin(dir, layers, false);
     dir.mkdir(UPPER, 0o755);
     dir.mkdir(WORK, 0o700);
     dir.mkdir(MERGED, 0o755);

@@ -131,6 +131,9 @@ export function sealOp(
     using staged = dir.openDir(STAGED);
     dir.rename(UPPER, staged, DATA);
   }
+  // The new stack's pin, before the seal's syncfs makes it durable with the
+  // layer (no fsync of its own); naming a layer not sealed yet keeps nothing more.
+  writePin(dir, stack, false);
   store.adopt(dir, STAGED, {
     id: layer,
     chain: SESSION_CHAIN,
@@ -141,16 +144,21 @@ export function sealOp(
   });
   phaseEnd(PHASE.adopt, t);
   t = phaseStart();
-  pinSealed(place, op, stack);
+  pinSealed(place, op, stack, false);
   phaseEnd(PHASE.pin, t);
   return stack;
 }
 
-/** Leaves the op dir as the pin of `stack` alone. */
-function pinSealed(place: SessionPlace, op: string, stack: readonly string[]): void {
+/** Leaves the op dir as the pin of `stack` alone (`write`: the pin is not written yet). */
+function pinSealed(
+  place: SessionPlace,
+  op: string,
+  stack: readonly string[],
+  write = true,
+): void {
   using dir = openOpDir(place, op);
   if (dir === null) return;
   unmountOp(place, op);
-  writePin(dir, stack);
+  if (write) writePin(dir, stack);
   for (const name of [MERGED, WORK]) dir.removeTree(name);
 }

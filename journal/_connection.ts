@@ -53,6 +53,24 @@ export class Connection {
   }
 
   /**
+   * Runs `fn`, whose outermost transaction commits without waiting for its
+   * fsync (`synchronous=NORMAL` for it; WAL): a killed process keeps it, a
+   * power loss may lose it, and the next commit with the default
+   * `synchronous=FULL` makes it durable with itself (the WAL is written in
+   * order). For records that no reader relies on surviving a power loss.
+   */
+  unsynced<T>(fn: () => T): T {
+    const db = this.#handle();
+    if (this.#depth > 0) return fn();
+    db.exec("PRAGMA synchronous = NORMAL");
+    try {
+      return fn();
+    } finally {
+      db.exec("PRAGMA synchronous = FULL");
+    }
+  }
+
+  /**
    * Runs `fn` in a transaction that commits when it returns and rolls back
    * when it throws; nested calls become savepoints. `fn` must be synchronous.
    */

@@ -134,12 +134,18 @@ export class CheckpointJournal {
 
   /** `recorded -> launched`. Returns false, changing nothing, from another state. */
   launchOperation(id: string, nowMs: number): boolean {
-    return ops.moveOperation(this.#c, id, "launch", { launched_ms: time(nowMs, "nowMs") });
+    // Not fsynced on its own: see drainOperation.
+    return this.#c.unsynced(() =>
+      ops.moveOperation(this.#c, id, "launch", { launched_ms: time(nowMs, "nowMs") })
+    );
   }
 
   /** `launched -> drained`, with how the command ended. Returns false from another state. */
   drainOperation(id: string, outcome: ExecutionOutcome, nowMs: number): boolean {
-    return ops.drainOperation(this.#c, id, outcome, nowMs);
+    // Not fsynced on its own (docs/checkpoints.md "An operation"): the intent's
+    // or the no-change bind's commit makes it durable; a power loss before
+    // that leaves the operation `launched`, which recovery never reruns.
+    return this.#c.unsynced(() => ops.drainOperation(this.#c, id, outcome, nowMs));
   }
 
   /**
@@ -250,7 +256,8 @@ export class CheckpointJournal {
    * @throws {Deno.errors.NotFound} for an unknown operation
    */
   recordView(id: string, view: OperationView): void {
-    changed.recordView(this.#c, id, view);
+    // Not fsynced on its own: see drainOperation.
+    this.#c.unsynced(() => changed.recordView(this.#c, id, view));
   }
 
   /** What {@linkcode CheckpointJournal.recordView} kept for an operation, or null. */

@@ -503,6 +503,11 @@ export class Dir implements Disposable {
     return `/proc/self/fd/${this.fd}`;
   }
 
+  /** Flushes this directory's own entries (`fsync` of the directory): a rename into it, durable. */
+  sync(): void {
+    check(libc().fsync(this.fd), "fsync", this.path);
+  }
+
   /** Flushes the whole file system this directory is on (`syncfs`): one call instead of an fsync per file. */
   syncFs(): void {
     check(libc().syncfs(this.fd), "syncfs", this.path);

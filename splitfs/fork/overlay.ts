@@ -101,10 +101,16 @@ interface UpperLayer {
   readonly work: Dir;
 }
 
-function optionsFor(mode: OverlayMode, lowers: readonly string[], layer: string[] | null): string {
+function optionsFor(
+  mode: OverlayMode,
+  lowers: readonly string[],
+  layer: string[] | null,
+  volatile = false,
+): string {
   const parts = [`lowerdir=${lowers.join(":")}`];
   if (layer) parts.push(`upperdir=${layer[0]}`, `workdir=${layer[1]}`);
   parts.push(OVERLAY_OPTIONS[mode]);
+  if (volatile) parts.push("volatile");
   return parts.join(",");
 }
 
@@ -154,11 +160,13 @@ function mountOverlay(
   target: Dir,
   flags: bigint,
   upperPath: string | null,
+  volatile = false,
 ): MountRecord {
   const options = optionsFor(
     mode,
     lowers.map((d) => d.procPath),
     layer && [layer.upper.procPath, layer.work.procPath],
+    volatile,
   );
   checkOptionsFit(options, lowers.length, target.path);
   const under = mountOf(target);
@@ -231,7 +239,9 @@ export function mountReadOnly(mode: OverlayMode, lowers: readonly Dir[], target:
  * Mounts a read-write overlay of `lowers` (top first, at least one) with
  * `upper` and `work` (empty directories on one file system) on `target`:
  * an operation's private view (splitfs/session/op_dir.ts). `upperPath` is
- * recorded for messages.
+ * recorded for messages. `volatile` (Linux 5.10 and later): the overlay
+ * skips every sync of its upper dir, its unmount too; the caller makes the
+ * upper dir durable itself.
  *
  * @throws {MountError} when mount(2) refuses, or the options would not fit one page
  */
@@ -241,9 +251,10 @@ export function mountReadWrite(
   layer: { readonly upper: Dir; readonly work: Dir },
   target: Dir,
   upperPath: string,
+  volatile = false,
 ): MountRecord {
   if (lowers.length === 0) throw new TypeError("an overlay needs at least one lower dir");
-  return mountOverlay(mode, lowers, layer, target, MS_NOSUID | MS_NODEV, upperPath);
+  return mountOverlay(mode, lowers, layer, target, MS_NOSUID | MS_NODEV, upperPath, volatile);
 }
 
 /**

@@ -29,8 +29,18 @@ import {
 } from "./layer_seal.ts";
 import { type HeadStack, INDEX, isErrno, type LayersDir, writeDurable } from "./layers_dir.ts";
 import { E } from "../fd/ffi.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 
 const enc = new TextEncoder();
+/** An adopted layer's seal steps (`phase_times.ts`; a snapshot's are in `layers.ts`). */
+const PHASE = {
+  records: "layer adopt: stat records",
+  encode: "layer adopt: index encode",
+  index: "layer adopt: index and meta written",
+  sync: "layer adopt: syncfs",
+  seal: "layer adopt: SEALED",
+  rename: "layer adopt: rename and syncfs",
+} as const;
 
 /** What a layer adopted on top of a stack holds, for its `meta.json`. */
 export interface AdoptedLayer {
@@ -86,7 +96,8 @@ export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
 /**
  * Seals the wrapper `staging/<name>` (which holds the layer's `data/`) as
  * layer `layer.id` and renames it into `layers/<id>`: records, index, meta,
- * one `syncfs`, `SEALED`, then the rename and a second `syncfs` for it.
+ * one `syncfs` for all of them and the data, `SEALED` (fsynced), then the
+ * rename and an fsync of `layers/` for it.
  * A wrapper already sealed with the same meta (a seal a crash interrupted
  * before its rename) is renamed without sealing again.
  *
@@ -125,19 +136,37 @@ export function sealStaged(
     }
     throw error;
   }
-  // The rename is durable once its file system is synced; only then is the layer answered.
-  dir.layers.syncFs();
+  // The rename is durable once `layers/` is synced (an fsync of that one
+  // directory: the layer's own files were synced before SEALED); only then is
+  // the layer answered.
+  const t = phaseStart();
+  dir.layers.sync();
+  phaseEnd(PHASE.rename, t);
   if (layer.index !== null) dir.cacheIndex(layer.id, layer.index);
+  dir.trustSealed(meta);
   return meta;
+}
+
+/** Writes a new file with `data`, read-only; its durability is the caller's next sync. */
+function writeReadOnly(dir: Dir, name: string, data: Uint8Array): void {
+  using f = dir.createFile(name, 0o600);
+  f.writeAll(data);
+  f.chmod(0o444);
 }
 
 function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   if (layer.index === null) throw new TypeError(`layer ${layer.id} has no index to seal with`);
   // Any leftover of an interrupted attempt is rewritten from scratch.
   for (const f of [INDEX, META, "stat"]) if (wrapper.statAt(f) !== null) wrapper.unlink(f);
+  let t = phaseStart();
   const data = recordData(wrapper);
+  phaseEnd(PHASE.records, t);
+  t = phaseStart();
   const indexBytes = encodeIndex(layer.index);
-  writeDurable(wrapper, INDEX, indexBytes);
+  phaseEnd(PHASE.encode, t);
+  t = phaseStart();
+  // Not synced one by one: the syncfs below covers them, before SEALED.
+  writeReadOnly(wrapper, INDEX, indexBytes);
   const compacted = layer.compacted === true;
   const meta: LayerMeta = {
     version: 2,
@@ -154,10 +183,15 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
     ...(compacted ? { compacts: layer.parent.id } : {}),
   };
   const metaBytes = enc.encode(JSON.stringify(meta, null, 2) + "\n");
-  writeDurable(wrapper, META, metaBytes);
+  writeReadOnly(wrapper, META, metaBytes);
+  phaseEnd(PHASE.index, t);
+  t = phaseStart();
   wrapper.syncFs();
+  phaseEnd(PHASE.sync, t);
+  t = phaseStart();
   writeDurable(wrapper, SEALED, enc.encode(sealOf(metaBytes)));
   wrapper.chmod(0o755);
+  phaseEnd(PHASE.seal, t);
   return meta;
 }
 

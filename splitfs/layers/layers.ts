@@ -115,6 +115,7 @@ export type { AdoptedLayer, LayerCheck } from "./layer_adopt.ts";
 export type { HeadStack } from "./layers_dir.ts";
 export type { LayerMeta } from "./layer_seal.ts";
 export { releaseIndexCache } from "./layers_dir.ts";
+export { releaseTrust } from "./layer_trust.ts";
 export { DATA, LAYER_ID, LayerError, SEALED };
 export { PHASE_READ, PHASE_WRITE } from "./layer_walk.ts";
 const EMPTY_DIR = ".empty";
@@ -319,9 +320,13 @@ export class LayerStore implements Disposable {
     return stackOfIds(this.#dir, ids);
   }
 
-  /** The first layer of `stack` whose data no longer matches its seal, as a message; `null` when none. */
+  /**
+   * The first layer of `stack` whose data no longer matches its seal, as a
+   * message; `null` when none. A layer this service process checked or
+   * sealed is not walked again while its evidence holds (`layer_trust.ts`).
+   */
   checkStack(stack: HeadStack): string | null {
-    return this.#dir.checkData(stack.metas);
+    return this.#dir.checkDataTrusted(stack.metas);
   }
 
   /**
@@ -463,6 +468,7 @@ export class LayerStore implements Disposable {
       // Readable by all, as the data is; writable by the owner (see the module's doc).
       wrapper.chmod(0o755);
       this.#dir.cacheIndex(id, walk.index);
+      this.#dir.trustSealed(meta);
       this.#dir.writeHead(chain, id);
       phaseEnd(PHASE.seal, t);
       return meta;

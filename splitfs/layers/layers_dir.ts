@@ -27,6 +27,7 @@ import {
   sha256Hex,
 } from "./layer_seal.ts";
 import { LAYERS_DIR, TRASH_DIR } from "../../model/layout.ts";
+import { forgetTrust, trustedData, trustedMeta, trustSealed } from "./layer_trust.ts";
 
 /** A chain's head file is `<chain>` plus this. */
 export const HEAD_SUFFIX = ".head";
@@ -181,13 +182,44 @@ export class LayersDir implements Disposable {
     return null;
   }
 
+  /**
+   * Like {@linkcode LayersDir.checkData}, but a layer this process checked
+   * or sealed is not walked again while its evidence holds
+   * (`layer_trust.ts`): for an operation's stack, not a snapshot's reuse.
+   */
+  checkDataTrusted(metas: readonly LayerMeta[]): string | null {
+    for (const meta of metas) {
+      try {
+        using wrapper = this.openWrapper(meta.id);
+        const problem = trustedData(
+          this.#cacheKey(meta.id),
+          wrapper,
+          meta,
+          () => checkData(wrapper, meta),
+        );
+        if (problem !== null) return new LayerError(meta.id, problem).message;
+      } catch (error) {
+        if (error instanceof LayerError) return error.message;
+        throw error;
+      }
+    }
+    return null;
+  }
+
+  /** Marks layer `meta.id`, just sealed by this process, as checked (`layer_trust.ts`). */
+  trustSealed(meta: LayerMeta): void {
+    using wrapper = this.openWrapper(meta.id);
+    trustSealed(this.#cacheKey(meta.id), wrapper, meta);
+  }
+
   /** Verified metas from the bottom layer up to `top`. @throws {LayerError} */
   stack(top: string): LayerMeta[] {
     const metas: LayerMeta[] = [];
     let id: string | null = top;
     while (id !== null) {
       using wrapper = this.openWrapper(id);
-      const meta = readSealedMeta(id, wrapper);
+      const layer = id;
+      const meta = trustedMeta(this.#cacheKey(id), wrapper, () => readSealedMeta(layer, wrapper));
       const above = metas[metas.length - 1];
       if (above && above.depth !== meta.depth + 1) {
         throw new LayerError(above.id, `has depth ${above.depth} above depth ${meta.depth}`);
@@ -306,6 +338,7 @@ export class LayersDir implements Disposable {
 
   /** Unseals `layers/<name>`, renames it into `.marsh/.trash`, then removes it there. */
   discard(name: string): void {
+    forgetTrust(this.#cacheKey(name));
     if (this.layers.statAt(name)?.kind === "dir") {
       using wrapper = this.layers.openDir(name);
       wrapper.chmod(0o755);

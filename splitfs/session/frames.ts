@@ -23,6 +23,8 @@ import { sealOp } from "./op_seal.ts";
 import { SessionPlace, unmountUnder, UPPER, WORK } from "./session_dir.ts";
 import { mountView } from "./view.ts";
 import { compactStep, dropCompaction, endCompactions } from "./compact.ts";
+import { PHASE } from "./session_phases.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 import { LAYERS_DIR, MARSH_DIR } from "../../model/layout.ts";
 import { SESSION_DIR } from "../../model/checkpoint.ts";
 import {
@@ -185,8 +187,10 @@ function captureOp(
   layers: readonly string[],
   rootId: string,
 ): SessionReply {
+  let t = phaseStart();
   const store = place.store();
   const head = store.stackOf(layers);
+  phaseEnd(PHASE.stack, t);
   if (head.top.rootId !== rootId) {
     throw new RefusedError(
       `the head's stack ${layers.join(",")} shows root ${head.top.rootId}, not ${rootId}`,
@@ -198,13 +202,19 @@ function captureOp(
       `operation ${op} of session ${place.name} has no upper dir to capture (never prepared, sealed or dropped)`,
     );
   }
+  t = phaseStart();
   unmountOp(place, op);
   // Overlay links each whiteout to one shared inode in its work dir: removing
   // that dir later would change the whiteouts' link count and ctime under the seal.
   dir.removeTree(WORK);
+  phaseEnd(PHASE.unmount, t);
   using upper = dir.openDir(UPPER);
+  t = phaseStart();
   const c = captureUpper(upper, head, place.mode());
+  phaseEnd(PHASE.capture, t);
+  t = phaseStart();
   keepCapture(place.opPath(op), head.top.id, upper, c);
+  phaseEnd(PHASE.keep, t);
   if (!c.changed) return { v: 1, t: "op-captured", kind: "no-change", rootId };
   return {
     v: 1,

@@ -13,9 +13,12 @@ import type { Dir } from "../fd/dir.ts";
 import { RefusedError } from "../errors.ts";
 import { LayerError } from "../layers/layers.ts";
 import { F_MODE } from "../layers/layer_index.ts";
-import { mountReadWrite } from "../fork/overlay.ts";
+import { MountError, mountReadWrite } from "../fork/overlay.ts";
+import { E, FsError } from "../fd/ffi.ts";
 import { openLowers } from "./view.ts";
 import { forgetCapture } from "./capture_cache.ts";
+import { PHASE } from "./session_phases.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 import {
   MERGED,
   mountsAt,
@@ -66,16 +69,22 @@ export function prepareOp(place: SessionPlace, op: string, layers: readonly stri
       );
     }
   }
+  let t = phaseStart();
   const store = place.store();
   const stack = store.stackOf(layers);
+  phaseEnd(PHASE.stack, t);
+  t = phaseStart();
   const problem = store.checkStack(stack);
+  phaseEnd(PHASE.check, t);
   if (problem !== null) throw new LayerError(stack.top.id, `is not usable: ${problem}`);
+  t = phaseStart();
   const mode = place.mode();
   using ops = place.dir.ensureDir(OP_DIR, 0o755);
   ops.mkdir(op, 0o755);
   try {
     using dir = ops.openDir(op);
-    writePin(dir, layers);
+    // The head's stack, which the journal keeps too: no fsync (see writePin).
+    writePin(dir, layers, false);
     dir.mkdir(UPPER, 0o755);
     dir.mkdir(WORK, 0o700);
     dir.mkdir(MERGED, 0o755);
@@ -86,10 +95,20 @@ export function prepareOp(place: SessionPlace, op: string, layers: readonly stri
     const lowers = openLowers(store, layers, false);
     try {
       using target = dir.openDir(MERGED);
-      mountReadWrite(mode, lowers, { upper, work }, target, answer.upper);
+      // Volatile: the command's fsyncs and the unmount at its capture sync
+      // nothing; the seal makes the layer durable (docs/checkpoints.md "An operation").
+      try {
+        mountReadWrite(mode, lowers, { upper, work }, target, answer.upper, true);
+      } catch (error) {
+        // Before Linux 5.10 overlay has no `volatile`: mount without it.
+        if (!(error instanceof MountError && error.cause instanceof FsError)) throw error;
+        if (error.cause.errno !== E.EINVAL) throw error;
+        mountReadWrite(mode, lowers, { upper, work }, target, answer.upper);
+      }
     } finally {
       for (const d of lowers) d.close();
     }
+    phaseEnd(PHASE.overlay, t);
     return answer;
   } catch (error) {
     dropOp(place, op);

@@ -21,6 +21,8 @@ import { RefusedError } from "../errors.ts";
 import { DATA, SEALED } from "../layers/layers.ts";
 import { captureUpper } from "./op_capture.ts";
 import { forgetCapture, keptCapture } from "./capture_cache.ts";
+import { PHASE } from "./session_phases.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 import { openOpDir, unmountOp } from "./op_dir.ts";
 import { MERGED, type SessionPlace, STAGED, UPPER, WORK, writePin } from "./session_dir.ts";
 
@@ -48,7 +50,9 @@ export function sealOp(
 ): string[] {
   const store = place.store();
   const stack = [...layers, layer];
+  let t = phaseStart();
   const found = store.check(layer, rootId);
+  phaseEnd(PHASE.sealCheck, t);
   if (found.state === "durable") {
     // Sealed before: on this very stack?
     store.stackOf(stack);
@@ -66,10 +70,14 @@ export function sealOp(
       `operation ${op} of session ${place.name} has no directory: nothing to seal (it was dropped)`,
     );
   }
+  t = phaseStart();
   unmountOp(place, op);
   // The whiteouts' shared inode goes before the seal records their link count and ctime.
   dir.removeTree(WORK);
+  phaseEnd(PHASE.sealUnmount, t);
+  t = phaseStart();
   const head = store.stackOf(layers);
+  phaseEnd(PHASE.stack, t);
   if (dir.statAt(STAGED)?.kind === "dir") {
     let sealed: boolean;
     {
@@ -98,6 +106,7 @@ export function sealOp(
     throw new RefusedError(`operation ${op} of session ${place.name} has no upper dir to seal`);
   }
   let capture;
+  t = phaseStart();
   {
     using upper = dir.openDir(UPPER);
     const path = place.opPath(op);
@@ -105,6 +114,7 @@ export function sealOp(
       captureUpper(upper, head, place.mode());
     forgetCapture(path);
   }
+  phaseEnd(PHASE.kept, t);
   if (!capture.changed) {
     throw new RefusedError(
       `operation ${op} changed nothing (root ${capture.rootId} is the head's): bind it as no-change instead of sealing`,
@@ -115,11 +125,15 @@ export function sealOp(
       `operation ${op}'s upper dir gives root ${capture.rootId}, not the requested ${rootId}: capture it again`,
     );
   }
+  t = phaseStart();
   dir.mkdir(STAGED, 0o700);
   {
     using staged = dir.openDir(STAGED);
     dir.rename(UPPER, staged, DATA);
   }
+  // The new stack's pin, before the seal's syncfs makes it durable with the
+  // layer (no fsync of its own); naming a layer not sealed yet keeps nothing more.
+  writePin(dir, stack, false);
   store.adopt(dir, STAGED, {
     id: layer,
     chain: SESSION_CHAIN,
@@ -128,15 +142,23 @@ export function sealOp(
     rootId,
     counts: capture.counts,
   });
-  pinSealed(place, op, stack);
+  phaseEnd(PHASE.adopt, t);
+  t = phaseStart();
+  pinSealed(place, op, stack, false);
+  phaseEnd(PHASE.pin, t);
   return stack;
 }
 
-/** Leaves the op dir as the pin of `stack` alone. */
-function pinSealed(place: SessionPlace, op: string, stack: readonly string[]): void {
+/** Leaves the op dir as the pin of `stack` alone (`write`: the pin is not written yet). */
+function pinSealed(
+  place: SessionPlace,
+  op: string,
+  stack: readonly string[],
+  write = true,
+): void {
   using dir = openOpDir(place, op);
   if (dir === null) return;
   unmountOp(place, op);
-  writePin(dir, stack);
+  if (write) writePin(dir, stack);
   for (const name of [MERGED, WORK]) dir.removeTree(name);
 }

@@ -138,16 +138,20 @@ export class SessionPlace implements Disposable {
 
 /**
  * Replaces `dir/layers` with `layers` (one id a line, bottom first),
- * atomically and durably: written before the mount that uses the stack, so
- * the collector never finds a mounted layer unnamed.
+ * atomically: written before the mount that uses the stack, so the
+ * collector never finds a mounted layer unnamed. `durable`: fsynced first,
+ * for a pin that must outlive a power loss (a sealed layer not yet bound);
+ * a pin of a stack only a mount uses needs no fsync, since no mount outlives
+ * a power loss and the journal keeps every stack a session can show
+ * (`marsh gc`'s keep list).
  */
-export function writePin(dir: Dir, layers: readonly string[]): void {
+export function writePin(dir: Dir, layers: readonly string[], durable = true): void {
   const tmp = `.${LAYERS_FILE}.tmp`;
   if (dir.statAt(tmp) !== null) dir.unlink(tmp);
   {
     using f = dir.createFile(tmp, 0o644);
     f.writeAll(enc.encode(`${layers.join("\n")}\n`));
-    f.sync();
+    if (durable) f.sync();
   }
   dir.renameReplacing(tmp, dir, LAYERS_FILE);
 }

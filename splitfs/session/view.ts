@@ -11,6 +11,10 @@
  * mount beneath, the old view is detached first and the new one moved onto
  * the path: for that instant the path shows the empty mount point.
  *
+ * A view asked for the stack it shows already (a no-change checkpoint) is
+ * left as it is, when the mount at the path is still the one this process
+ * made for that stack (its mount id).
+ *
  * Needs `--allow-ffi=<libc path>`, and the privilege to mount.
  *
  * @module
@@ -23,9 +27,14 @@ import { findMount, readMounts } from "../fd/mountinfo.ts";
 import type { LayerStore } from "../layers/layers.ts";
 import { mountsAt, NEXT_VIEW, type SessionPlace, unmountUnder, writePin } from "./session_dir.ts";
 import { VIEW_DIR } from "../../model/checkpoint.ts";
+import { PHASE } from "./session_phases.ts";
+import { phaseEnd, phaseStart } from "../phase_times.ts";
 
 const MOVE_MOUNT_BENEATH = 0x200;
 const MS_MOVE = 8192n;
+
+/** The mount this process last made at each view path, and the stack it shows. */
+const shown = new Map<string, { readonly layers: string; readonly mountId: number }>();
 
 /** What `view-mount` answers. */
 export interface MountedView {
@@ -59,19 +68,37 @@ export function openLowers(store: LayerStore, layers: readonly string[], readOnl
  * @throws {MountError} when a mount fails; the old view, if any, stays
  */
 export function mountView(place: SessionPlace, layers: readonly string[]): MountedView {
+  let t = phaseStart();
   const store = place.store();
   const stack = store.stackOf(layers);
+  phaseEnd(PHASE.stack, t);
   const mode = place.mode();
   const viewPath = `${place.path}/${VIEW_DIR}`;
+  const key = layers.join(",");
+  // Shown already (a no-change checkpoint keeps its stack): the mount this
+  // process made for exactly these layers is still the one at the path.
+  const last = shown.get(viewPath);
+  if (last !== undefined && last.layers === key) {
+    const top = mountsAt(viewPath).at(-1);
+    if (top !== undefined && top.id === last.mountId) {
+      return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
+    }
+  }
+  shown.delete(viewPath);
+  t = phaseStart();
   // Pinned before the mount, so the collector never finds a mounted layer unnamed.
-  writePin(place.dir, layers);
+  // A stack of the journal's, for a mount: no fsync (see writePin).
+  writePin(place.dir, layers, false);
   place.dir.ensureDir(VIEW_DIR, 0o755).close();
+  phaseEnd(PHASE.viewPin, t);
+  t = phaseStart();
   const lowers = openLowers(store, layers, true);
   try {
     const current = mountsAt(viewPath);
     if (current.length === 0) {
       using target = place.dir.openDir(VIEW_DIR);
-      mountReadOnly(mode, lowers, target);
+      const record = mountReadOnly(mode, lowers, target);
+      shown.set(viewPath, { layers: key, mountId: record.mountId });
       return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
     }
     // A leftover of an interrupted remount goes first.
@@ -84,8 +111,12 @@ export function mountView(place: SessionPlace, layers: readonly string[]): Mount
       using target = place.dir.openDir(NEXT_VIEW);
       record = mountReadOnly(mode, lowers, target);
     }
+    phaseEnd(PHASE.viewMount, t);
+    t = phaseStart();
     replaceView(place.dir, viewPath, record.mountId);
     place.dir.rmdir(NEXT_VIEW);
+    shown.set(viewPath, { layers: key, mountId: record.mountId });
+    phaseEnd(PHASE.viewReplace, t);
     return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
   } finally {
     for (const d of lowers) d.close();

@@ -14,6 +14,7 @@ import {
   type SessionRecord,
 } from "../model/checkpoint.ts";
 import type { SessionInfo } from "../protocol/daemon_session.ts";
+import type { OpCaptured } from "../protocol/splitfs_session.ts";
 import { RequestError } from "./request_error.ts";
 
 /** A project's session in the service: its root (absolute, canonical) and name. */
@@ -22,24 +23,8 @@ export interface SessionAt {
   readonly name: string;
 }
 
-/** A changed path as the capture lists it. */
-export interface CapturedPath {
-  readonly path: string;
-  readonly change: string;
-}
-
-/** What `op-capture` answers. */
-export type Captured =
-  | { readonly kind: "no-change"; readonly rootId: string }
-  | {
-    readonly kind: "changed";
-    readonly layer: string;
-    readonly rootId: string;
-    readonly digest: string;
-    readonly changed: number;
-    readonly paths: readonly CapturedPath[];
-    readonly truncated: boolean;
-  };
+/** What `op-capture` answers: the service's reply without its `v` and `t`. */
+export type Captured = OpCaptured;
 
 /**
  * The split-filesystem service's session calls (`SessionFs` of

@@ -145,29 +145,29 @@ export interface CapturedPath {
 }
 
 /** The answer to `op-capture`. */
-export type OpCapturedReply =
-  & { readonly v: 1; readonly t: "op-captured" }
-  & (
-    | {
-      /** Nothing differs from the head: `rootId` is the head's; the op dir stays until `op-drop`. */
-      readonly kind: "no-change";
-      readonly rootId: string;
-    }
-    | {
-      readonly kind: "changed";
-      /** A fresh layer id, not yet sealed: journal it (intent), then `op-seal`. */
-      readonly layer: string;
-      /** The requested root id: the Git tree id of the head with the changes applied. */
-      readonly rootId: string;
-      /** SHA-256 (hex) of the normalised changed set. */
-      readonly digest: string;
-      /** How many paths changed. */
-      readonly changed: number;
-      /** The first {@linkcode MAX_CAPTURED_PATHS} changed paths, in UTF-8 byte order. */
-      readonly paths: readonly CapturedPath[];
-      readonly truncated: boolean;
-    }
-  );
+export type OpCapturedReply = { readonly v: 1; readonly t: "op-captured" } & OpCaptured;
+
+/** What `op-capture` found: no change, or a changed set to seal. */
+export type OpCaptured =
+  | {
+    /** Nothing differs from the head: `rootId` is the head's; the op dir stays until `op-drop`. */
+    readonly kind: "no-change";
+    readonly rootId: string;
+  }
+  | {
+    readonly kind: "changed";
+    /** A fresh layer id, not yet sealed: journal it (intent), then `op-seal`. */
+    readonly layer: string;
+    /** The requested root id: the Git tree id of the head with the changes applied. */
+    readonly rootId: string;
+    /** SHA-256 (hex) of the normalised changed set. */
+    readonly digest: string;
+    /** How many paths changed. */
+    readonly changed: number;
+    /** The first {@linkcode MAX_CAPTURED_PATHS} changed paths, in UTF-8 byte order. */
+    readonly paths: readonly CapturedPath[];
+    readonly truncated: boolean;
+  };
 
 /**
  * Rename the captured upper dir of `op` into `.marsh/layers/<layer>/data`

@@ -123,15 +123,20 @@ export function treeOf(node: IndexNode): Uint8Array | null {
   return entries.length === 0 ? null : treeId(entries);
 }
 
-/** Whether a node holds `name` (its names are in {@linkcode compareNames} order). */
-export function hasName(node: IndexNode, name: string): boolean {
+/** The record number of `name` in a node (its names are in {@linkcode compareNames} order), or -1. */
+export function indexOfName(node: IndexNode, name: string): number {
   let lo = 0, hi = node.names.length - 1;
   while (lo <= hi) {
     const mid = (lo + hi) >> 1;
     const c = compareNames(node.names[mid] as string, name);
-    if (c === 0) return true;
+    if (c === 0) return mid;
     if (c < 0) lo = mid + 1;
     else hi = mid - 1;
   }
-  return false;
+  return -1;
+}
+
+/** Whether a node holds `name`. */
+export function hasName(node: IndexNode, name: string): boolean {
+  return indexOfName(node, name) >= 0;
 }

@@ -50,7 +50,7 @@ import {
   NO_OID,
   STRIDE,
 } from "../layers/layer_index.ts";
-import { Builder, record, sameOid, treeOf } from "../layers/layer_records.ts";
+import { Builder, indexOfName, record, sameOid, treeOf } from "../layers/layer_records.ts";
 import type { HeadStack } from "../layers/layers.ts";
 import { isGitName } from "../layers/snapshot.ts";
 import { blobHasher, blobId, EMPTY_TREE_HEX, hexOf } from "../git/tree_id.ts";
@@ -146,16 +146,7 @@ interface Entry {
 
 /** A name's record in `node`, or -1. */
 function find(node: IndexNode | null, name: string): number {
-  if (node === null) return -1;
-  let lo = 0, hi = node.names.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const c = compareNames(node.names[mid] as string, name);
-    if (c === 0) return mid;
-    if (c < 0) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return -1;
+  return node === null ? -1 : indexOfName(node, name);
 }
 
 /**

@@ -528,6 +528,26 @@ function kitsAdd(x: Record<string, unknown>): KitsAddRequest {
   };
 }
 
+/**
+ * The frame families that parse themselves in their own modules: the frame
+ * types each takes, its parser, and the error its parser throws for a
+ * malformed frame (answered as a protocol error).
+ */
+const CLIENT_FAMILIES: readonly {
+  readonly frames: ReadonlySet<string>;
+  readonly parse: (x: Record<string, unknown>) => ClientFrame;
+  readonly error: new (...args: never[]) => Error;
+}[] = [
+  {
+    frames: CHECKPOINT_CLIENT_FRAMES,
+    parse: parseCheckpointClientFrame,
+    error: CheckpointFrameError,
+  },
+  { frames: SESSION_CLIENT_FRAMES, parse: parseSessionClientFrame, error: SessionFrameError },
+  { frames: CHECKOUT_CLIENT_FRAMES, parse: parseCheckoutClientFrame, error: CheckoutFrameError },
+  { frames: RESOLVE_CLIENT_FRAMES, parse: parseResolveClientFrame, error: ResolveFrameError },
+];
+
 /** Validates a frame from a caller. */
 export function parseClientFrame(x: unknown): ClientFrame {
   if (!isObject(x) || x.v !== DAEMON_PROTOCOL) {
@@ -636,35 +656,12 @@ export function parseClientFrame(x: unknown): ClientFrame {
     case "resolve.compare.cancel":
       return { v: 1, t: "resolve.compare.cancel" };
   }
-  if (typeof x.t === "string" && CHECKPOINT_CLIENT_FRAMES.has(x.t)) {
+  for (const family of CLIENT_FAMILIES) {
+    if (typeof x.t !== "string" || !family.frames.has(x.t)) continue;
     try {
-      return parseCheckpointClientFrame(x);
+      return family.parse(x);
     } catch (error) {
-      if (error instanceof CheckpointFrameError) throw new DaemonProtocolError(error.message);
-      throw error;
-    }
-  }
-  if (typeof x.t === "string" && SESSION_CLIENT_FRAMES.has(x.t)) {
-    try {
-      return parseSessionClientFrame(x);
-    } catch (error) {
-      if (error instanceof SessionFrameError) throw new DaemonProtocolError(error.message);
-      throw error;
-    }
-  }
-  if (typeof x.t === "string" && CHECKOUT_CLIENT_FRAMES.has(x.t)) {
-    try {
-      return parseCheckoutClientFrame(x);
-    } catch (error) {
-      if (error instanceof CheckoutFrameError) throw new DaemonProtocolError(error.message);
-      throw error;
-    }
-  }
-  if (typeof x.t === "string" && RESOLVE_CLIENT_FRAMES.has(x.t)) {
-    try {
-      return parseResolveClientFrame(x);
-    } catch (error) {
-      if (error instanceof ResolveFrameError) throw new DaemonProtocolError(error.message);
+      if (error instanceof family.error) throw new DaemonProtocolError(error.message);
       throw error;
     }
   }

@@ -10,7 +10,7 @@
  */
 
 import assert from "node:assert/strict";
-import { exists, PERMISSIONS, type Result, Sandbox, show } from "./_acceptance.ts";
+import { exists, PERMISSIONS, type Result, Sandbox, show, waitFor } from "./_acceptance.ts";
 import { assertUnchanged, picture, pictureDiff } from "./_resolve.ts";
 import type { LogEntryInfo, SessionInfo } from "../protocol/daemon_session.ts";
 
@@ -124,9 +124,12 @@ Deno.test({
   const c5 = checkpointOf(sub);
   assert.equal(Deno.readTextFileSync(`${view}/sub/here.txt`), "here\n");
 
-  // Each op's private dir went with it (after the head moved and the view followed).
+  // Each op's private dir goes with it: after the reply, so the CLI may return first
+  // (docs/checkpoints.md, "An operation", step 7).
   const ops = `${sb.project}/.marsh/session/fix/op`;
-  assert.deepEqual(exists(ops) ? [...Deno.readDirSync(ops)].map((e) => e.name) : [], []);
+  const left = () => exists(ops) ? [...Deno.readDirSync(ops)].map((e) => e.name) : [];
+  await waitFor("the op dirs to go", () => left().length === 0).catch(() => undefined);
+  assert.deepEqual(left(), []);
 
   // The log, head first.
   let entries = await log(sb);

@@ -253,7 +253,8 @@ export function renderCheckpoints(r: CheckpointsResult): string {
       `- ${seriesNote(s.serial.changed)}`,
       ...(s.serial.changedSkipped.length === 0 ? [] : [
         `- changed series stops at ${CHANGED_CAP}: ${s.serial.changedSkipped.join(", ")} ` +
-        "changed ops in a row need compaction (not built; the service takes 64-layer stacks)",
+        "changed ops in a row are left out: past 32 layers a background compaction runs beside " +
+        "them (docs/checkpoints.md, Compaction), which this series does not time",
       ]),
       `- two writers: the second said "${s.concurrency.writers.message}"`,
       `- rollback under a running op: the op said "${s.concurrency.stale.message}"`,

@@ -17,7 +17,7 @@
 import { added, layerBytes, layerIds, type Marsh } from "./checkpoints_marsh.ts";
 import { type Drift, drift, slope } from "./checkpoints_stats.ts";
 
-/** The most changed operations in a row on one stack (the service's cap is 64 layers). */
+/** The most changed operations in a row timed: past 32 layers a background compaction runs beside them. */
 export const CHANGED_CAP = 60;
 
 /** One reading of a series, after `count` operations. */

@@ -31,6 +31,7 @@
  * @module
  */
 
+import type { Lineage } from "./job_lineage.ts";
 import { childSpawnSet, type SpawnNarrowing, spawnRefusal } from "./job_spawn.ts";
 import {
   JOB_DEPTH,
@@ -132,19 +133,17 @@ export interface LaunchRequest {
   readonly nowMs: number;
 }
 
-/** What an admitted job's record carries (docs/rules.md, "Lineage"). */
-export interface AdmittedLineage {
-  /** `session:<id>`, `job:<id>` or `split:<id>/<label>`. */
-  readonly parent: string;
-  readonly root: string;
-  readonly depth: number;
-  readonly spawn: readonly string[];
-  readonly split?: string;
-  readonly label?: string;
-  readonly deadlineMs: number;
-  /** The deadline is the parent's remaining time. */
-  readonly parentDeadline: boolean;
-}
+/**
+ * What an admitted job's record carries (docs/rules.md, "Lineage"): its
+ * lineage, with the deadline always set.
+ */
+export type AdmittedLineage =
+  & Omit<Lineage, "deadlineMs" | "parentDeadline" | "consumes" | "fanout">
+  & {
+    readonly deadlineMs: number;
+    /** The deadline is the parent's remaining time. */
+    readonly parentDeadline: boolean;
+  };
 
 /** The limit a refusal names. */
 export type AdmissionLimit =

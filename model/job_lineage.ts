@@ -321,20 +321,15 @@ export function jobsTreeDocument(jobs: readonly ListedJob[]): Record<string, unk
   const trees = displayTrees(jobs).sort((a, b) =>
     b.top.createdMs - a.top.createdMs || (a.top.id < b.top.id ? -1 : 1)
   );
-  const node = (t: DisplayTree, j: ListedJob): Record<string, unknown> => ({
-    node: "job",
-    job_id: j.id,
-    session_id: j.sessionId,
-    command: j.command,
-    args: [...j.args],
-    state: j.state,
-    cleanup: j.cleanup,
-    exit_code: j.exitCode,
-    created_unix_ms: j.createdMs,
-    finished_unix_ms: j.finishedMs,
-    lineage: lineageJson(j.lineage),
-    children: (t.children.get(j.id) ?? []).map((c) => node(t, c)),
-  });
+  const node = (t: DisplayTree, j: ListedJob): Record<string, unknown> => {
+    // A tree node is the listing's job without its start time.
+    const { started_unix_ms: _started, ...job } = jobJson(j);
+    return {
+      node: "job",
+      ...job,
+      children: (t.children.get(j.id) ?? []).map((c) => node(t, c)),
+    };
+  };
   return { schema: JOBS_TREE_SCHEMA, jobs: trees.map((t) => node(t, t.top)) };
 }
 

@@ -19,7 +19,7 @@ import { printResolved, resolveRequest } from "./resolve_output.ts";
 /** `marsh checkout --help`'s text after the options. */
 export const CHECKOUT_HELP = `
 Makes the project's working tree the root of a checkpoint: --checkpoint C
-(an id or at least 4 of its first digits), else the head of --session NAME,
+(an id or at least 8 of its first digits), else the head of --session NAME,
 else of $MARSH_SESSION, else of the project's one open session. Only the
 paths whose content, permission bits or kind differ are written, all or
 nothing, with a restore point: marsh undo RESOLUTION puts them back, and

@@ -19,6 +19,7 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
     .option("--session <NAME>", "the session whose head to commit (default: $MARSH_SESSION)")
     .option("--checkpoint <C>", "this checkpoint (an id or a unique prefix) instead of a head")
     .option("-m, --message <MSG>", "the commit message (default: the checkpoint and its command)")
+    .option("--orphan", "a new REF gets a root commit (default: it starts where HEAD is)")
     .option("--json", 'print {"ref","commit","parent","root","checkpoint","session",...}')
     .addHelpText("after", COMMIT_HELP)
     .action(async (opts: {
@@ -26,12 +27,14 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
       session?: string;
       checkpoint?: string;
       message?: string;
+      orphan?: boolean;
       json?: boolean;
     }) =>
       setStatus(
         await commitCommand({
           ref: opts.ref,
           json: opts.json === true,
+          orphan: opts.orphan === true,
           ...(opts.session === undefined ? {} : { session: opts.session }),
           ...(opts.checkpoint === undefined ? {} : { checkpoint: opts.checkpoint }),
           ...(opts.message === undefined ? {} : { message: opts.message }),
@@ -40,7 +43,7 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
     );
   userErrors(program.command("show"), "marsh show")
     .description("Show a checkpoint: its operation, exit, root, parent and changed paths.")
-    .argument("<CHECKPOINT>", "a checkpoint id, or at least 4 of its first digits")
+    .argument("<CHECKPOINT>", "a checkpoint id, or at least 8 of its first digits")
     .option("--patch", "print its git-apply-ready patch against its parent instead")
     .option("--json", 'print {"checkpoint":{...},"changed","paths":[...]} (with "patch")')
     .addHelpText("after", SHOW_HELP)

@@ -1,14 +1,15 @@
 /**
  * `marsh commit [--session NAME] [--checkpoint C] --ref refs/heads/X [-m MSG] [--json]`
  * (docs/guide.md, "Committing a checkpoint"): one Git commit whose tree is a
- * checkpoint's root and whose parent is the ref's current value, and the ref
- * moved to it by compare-and-swap.
+ * checkpoint's root and whose parent is the ref's current value (for a new
+ * ref, the commit `HEAD` names, as `git branch` starts one; none with
+ * `--orphan`), and the ref moved to it by compare-and-swap.
  *
  * 1. The daemon resolves the checkpoint and the service writes the root's
  *    missing blobs and trees into the project's object store
  *    (`checkpoint.export`); an entry Git cannot store stops here.
  * 2. The identity is read (`hardened_git.ts`), then the ref's value.
- * 3. `git commit-tree ROOT [-p OLD]`, then `git update-ref REF NEW OLD` (the
+ * 3. `git commit-tree ROOT [-p PARENT]`, then `git update-ref REF NEW OLD` (the
  *    zero id for a new ref): a ref that moved since step 2 fails the swap.
  *
  * The ref moves only in step 3's `update-ref`; every failure before or in it
@@ -40,7 +41,9 @@ Promotes one checkpoint's root to Git: the root's blobs and trees Git lacks
 are written into the project's object store (streamed from the snapshot
 layers, nothing checked out), then one commit whose tree is the root and
 whose parent is REF's current value, and REF moved to it by
-compare-and-swap (git update-ref REF NEW OLD). Git runs without hooks,
+compare-and-swap (git update-ref REF NEW OLD). A new REF starts where HEAD
+is, as git branch does (no parent when HEAD has no commit yet); --orphan
+makes it a root commit instead. Git runs without hooks,
 filters, fsmonitor, signing or your global config; only your user.name and
 user.email are read from it.
 
@@ -56,7 +59,8 @@ checkpoint, not a Git repository, no identity); 125 Git failed.
 Examples:
   marsh commit --ref refs/heads/agent-fix -m 'fix the parser'
   marsh commit --session try2 --ref refs/heads/try2 --json
-  marsh commit --checkpoint 3f9a --ref refs/heads/before-refactor
+  marsh commit --checkpoint 3f9a0c12 --ref refs/heads/before-refactor
+  marsh commit --ref refs/heads/snapshot --orphan
 `;
 
 /** What `marsh commit` was asked for. */
@@ -65,6 +69,8 @@ export interface CommitOptions {
   readonly session?: string;
   readonly checkpoint?: string;
   readonly message?: string;
+  /** A new ref gets a root commit instead of starting at `HEAD`. */
+  readonly orphan?: boolean;
   readonly json: boolean;
 }
 
@@ -85,6 +91,18 @@ function defaultMessage(x: CheckpointExportedReply): string {
     if (c.operation.exit !== null) lines.push(`Exit: ${c.operation.exit}`);
   }
   return lines.join("\n") + "\n";
+}
+
+/**
+ * The commit `HEAD` names, where a new ref starts; null when `HEAD` has no
+ * commit yet (a repository without one).
+ */
+async function headCommit(
+  run: (args: readonly string[]) => Promise<{ code: number; stdout: string }>,
+): Promise<string | null> {
+  const head = await run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]);
+  const id = head.stdout.trim();
+  return head.code === 0 && OID.test(id) ? id : null;
 }
 
 /**
@@ -170,8 +188,16 @@ export async function commitCommand(
       );
     }
   }
+  if (oldId !== null && opts.orphan === true) {
+    throw new CliError(
+      `${who}: --orphan makes a new ref, and ${opts.ref} exists (at ${
+        oldId.slice(0, 12)
+      }); name a new ref or drop --orphan; nothing was committed`,
+    );
+  }
+  const parent = oldId ?? (opts.orphan === true ? null : await headCommit(run));
   const made = await run(
-    ["commit-tree", "--no-gpg-sign", c.root, ...(oldId === null ? [] : ["-p", oldId]), "-F", "-"],
+    ["commit-tree", "--no-gpg-sign", c.root, ...(parent === null ? [] : ["-p", parent]), "-F", "-"],
     opts.message !== undefined ? `${opts.message}\n` : defaultMessage(exported),
   );
   const commit = made.stdout.trim();
@@ -200,7 +226,7 @@ export async function commitCommand(
   const result = {
     ref: opts.ref,
     commit,
-    parent: oldId,
+    parent,
     root: c.root,
     checkpoint: c.id,
     session: c.session.name,

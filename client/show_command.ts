@@ -19,7 +19,7 @@ const dec = new TextDecoder();
 
 /** `marsh show --help`'s text after the options. */
 export const SHOW_HELP = `
-CHECKPOINT is a checkpoint id, or at least 4 of its first digits (marsh log
+CHECKPOINT is a checkpoint id, or at least 8 of its first digits (marsh log
 lists them). The record: the operation's command, how it ended and what
 happened to its files, the root and parent, and the paths it changed
 against its parent (a session's start: against the empty tree). With
@@ -30,9 +30,9 @@ Exit status: 0 shown; 2 unknown or ambiguous checkpoint, or its layers
 cannot be read.
 
 Examples:
-  marsh show 3f9a
-  marsh show 3f9a --patch | git apply --check
-  marsh show 3f9a --json | jq .paths
+  marsh show 3f9a1c2e
+  marsh show 3f9a1c2e --patch | git apply --check
+  marsh show 3f9a1c2e --json | jq .paths
 `;
 
 function describe(c: CheckpointInfo, r: CheckpointShownReply): string {

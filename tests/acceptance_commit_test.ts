@@ -166,12 +166,13 @@ Deno.test({
   const out = JSON.parse(r.stdout);
   assert.equal(out.root, w.child.root);
   assert.equal(out.checkpoint, w.child.id);
-  assert.equal(out.parent, null);
+  // A new ref starts where HEAD is, as `git branch` starts one.
+  assert.equal(out.parent, head);
   assert.equal(await revParse(sb, "refs/heads/agent"), out.commit);
   assert.equal(await revParse(sb, "refs/heads/agent^{tree}"), w.child.root);
   assert.equal(
     (await sb.git("rev-list", "--parents", "-n1", "refs/heads/agent")).trim(),
-    out.commit,
+    `${out.commit} ${head}`,
   );
   assert.equal(await revParse(sb, "HEAD"), head);
   assert.equal(Deno.readTextFileSync(`${sb.project}/a.txt`), "alpha\n");
@@ -194,6 +195,19 @@ Deno.test({
   assert.equal(await revParse(sb, "refs/heads/main"), commit);
   assert.equal(await revParse(sb, "refs/heads/main^"), head);
   assert.match(await sb.git("log", "-1", "--format=%B", "main"), /^from marsh\n/);
+  // --orphan: a new ref gets a root commit; on an existing ref it is refused and nothing moves.
+  const r3 = await sb.marsh(["commit", "--ref", "refs/heads/alone", "--orphan", "--json"]);
+  ok(r3, "commit --orphan");
+  const alone = JSON.parse(r3.stdout);
+  assert.equal(alone.parent, null);
+  assert.equal(
+    (await sb.git("rev-list", "--parents", "-n1", "refs/heads/alone")).trim(),
+    alone.commit,
+  );
+  const r4 = await sb.marsh(["commit", "--ref", "refs/heads/main", "--orphan"]);
+  assert.equal(r4.code, 2, r4.stderr);
+  assert.match(r4.stderr, /--orphan makes a new ref, and refs\/heads\/main exists/);
+  assert.equal(await revParse(sb, "refs/heads/main"), commit);
 });
 
 Deno.test({

@@ -51,7 +51,8 @@ export async function gcAllCommand(
   const marsh = `${body.root}/.marsh`;
   if (opts.dryRun) {
     lines.push(`would remove ${what}${body.gone && ok ? `, and ${marsh}` : ""}`);
-  } else {
+  } else if (body.problem === null || n > 0 || m > 0 || body.gone) {
+    // A refusal that removed nothing says so on stderr alone: "removed 0 …" would read as done.
     lines.push(`removed ${what}${body.gone ? `; ${marsh} is gone` : ""}`);
   }
   if (body.left.length > 0) {
@@ -61,7 +62,7 @@ export async function gcAllCommand(
       }, which marsh did not make`,
     );
   }
-  await io.write(enc.encode(`${lines.join("\n")}\n`));
+  if (lines.length > 0) await io.write(enc.encode(`${lines.join("\n")}\n`));
   for (const f of body.failed) io.error(`marsh gc: ${f.reason}`);
   if (body.problem !== null) io.error(`marsh gc: ${body.problem}`);
   return ok ? 0 : 2;

@@ -230,3 +230,34 @@ Deno.test({
   await splitJoined(sb, "echo z > z.txt", false);
   assert.ok(exists(`${sb.project}/.marsh/layers`));
 });
+
+Deno.test({
+  name:
+    "marsh gc --all with a checkpoint session open: refused on stderr alone, nothing removed; after session rm it removes all",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const started = await sb.marsh(["session", "start", "keep"]);
+  assert.equal(started.code, 0, show(started));
+  const layers = layersOnDisk(sb);
+  assert.ok(layers.length > 0, "the session's snapshot is a layer");
+
+  const refused = await sb.marsh(["gc", "--all"]);
+  assert.equal(refused.code, 2, show(refused));
+  assert.equal(refused.stdout, "", 'no "removed 0 …" line when nothing was removed');
+  assert.match(
+    refused.stderr,
+    /^marsh gc: checkpoint sessions? keep (is|are) still in .*: nothing was removed; remove (it|them) \(marsh session rm NAME\), then run marsh gc --all again\n$/,
+  );
+  assert.deepEqual(layersOnDisk(sb), layers, "the store stays");
+
+  const rm = await sb.marsh(["session", "rm", "keep"]);
+  assert.equal(rm.code, 0, show(rm));
+  const r = await sb.marsh(["gc", "--all"]);
+  assert.equal(r.code, 0, show(r));
+  assert.match(
+    r.stdout,
+    /^removed 0 splits and \d+ snapshot layers? \([^)]+\); .*\.marsh is gone\n$/,
+  );
+  assert.ok(!exists(`${sb.project}/.marsh`));
+});

@@ -20,7 +20,8 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
     .option("--checkpoint <C>", "this checkpoint (an id or a unique prefix) instead of a head")
     .option("-m, --message <MSG>", "the commit message (default: the checkpoint and its command)")
     .option("--orphan", "a new REF gets a root commit (default: it starts where HEAD is)")
-    .option("--json", 'print {"ref","commit","parent","root","checkpoint","session",...}')
+    .option("--include-ignored", "also commit the paths Git ignores (default: left out)")
+    .option("--json", 'print {"ref","commit","parent","root","tree","ignored",...}')
     .addHelpText("after", COMMIT_HELP)
     .action(async (opts: {
       ref: string;
@@ -28,6 +29,7 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
       checkpoint?: string;
       message?: string;
       orphan?: boolean;
+      includeIgnored?: boolean;
       json?: boolean;
     }) =>
       setStatus(
@@ -35,6 +37,7 @@ export function registerCheckpointCommands(program: Command, ctx: CliContext): v
           ref: opts.ref,
           json: opts.json === true,
           orphan: opts.orphan === true,
+          includeIgnored: opts.includeIgnored === true,
           ...(opts.session === undefined ? {} : { session: opts.session }),
           ...(opts.checkpoint === undefined ? {} : { checkpoint: opts.checkpoint }),
           ...(opts.message === undefined ? {} : { message: opts.message }),

@@ -23,8 +23,9 @@
 
 import type { CheckpointExportedReply } from "../protocol/daemon_checkpoint.ts";
 import { CliError } from "./cli_error.ts";
-import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
+import { connectDaemon, type DaemonConnection, daemonSocket, request } from "./daemon_connect.ts";
 import { HARDENED_CONFIG, hardenedEnv, readIdentity, runGit } from "./hardened_git.ts";
+import { withoutIgnored } from "./commit_ignored.ts";
 import type { CliIo } from "./io.ts";
 
 const enc = new TextEncoder();
@@ -32,6 +33,8 @@ const ZERO = "0".repeat(40);
 const OID = /^[0-9a-f]{40}$/;
 /** Exit status of a refusal that moved nothing: an unsupported entry, a moved ref. */
 export const COMMIT_REFUSED = 1;
+/** Most ignored paths `--json` lists (`ignored_count` has them all). */
+const IGNORED_LISTED = 1000;
 /** Exit status of a Git failure. */
 const GIT_FAILED = 125;
 
@@ -43,7 +46,12 @@ layers, nothing checked out), then one commit whose tree is the root and
 whose parent is REF's current value, and REF moved to it by
 compare-and-swap (git update-ref REF NEW OLD). A new REF starts where HEAD
 is, as git branch does (no parent when HEAD has no commit yet); --orphan
-makes it a root commit instead. Git runs without hooks,
+makes it a root commit instead.
+
+Paths the root's .gitignore files (or .git/info/exclude) ignore and the
+parent does not track are left out of the commit, as git add -A leaves them
+(an operation's target/ or node_modules/ stays in the checkpoint, not in
+Git); stderr names them. --include-ignored commits the root as it is. Git runs without hooks,
 filters, fsmonitor, signing or your global config; only your user.name and
 user.email are read from it.
 
@@ -71,6 +79,8 @@ export interface CommitOptions {
   readonly message?: string;
   /** A new ref gets a root commit instead of starting at `HEAD`. */
   readonly orphan?: boolean;
+  /** Commit the root as it is, paths Git ignores included. */
+  readonly includeIgnored?: boolean;
   readonly json: boolean;
 }
 
@@ -91,6 +101,13 @@ function defaultMessage(x: CheckpointExportedReply): string {
     if (c.operation.exit !== null) lines.push(`Exit: ${c.operation.exit}`);
   }
   return lines.join("\n") + "\n";
+}
+
+/** A scratch dir for {@linkcode withoutIgnored}, in the control dir (the one place the CLI writes). */
+function scratchDir(): string {
+  const parent = `${daemonSocket().home}/tmp`;
+  Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
+  return `${parent}/commit-${crypto.randomUUID()}`;
 }
 
 /**
@@ -169,6 +186,11 @@ export async function commitCommand(
   const env = hardenedEnv(exported.git_dir, identity, userEnv);
   const run = (args: readonly string[], stdin?: string) =>
     runGit(git, [...HARDENED_CONFIG, ...args], env, stdin);
+  const runWith = (
+    args: readonly string[],
+    extra: Readonly<Record<string, string>> = {},
+    stdin?: string,
+  ) => runGit(git, [...HARDENED_CONFIG, ...args], { ...env, ...extra }, stdin);
   const failed = (step: string, r: { code: number; stderr: string }) =>
     new CliError(
       `${who}: git ${step} failed (exit ${r.code}): ${r.stderr.trim()}; ${opts.ref} was not moved`,
@@ -196,8 +218,28 @@ export async function commitCommand(
     );
   }
   const parent = oldId ?? (opts.orphan === true ? null : await headCommit(run));
+  let kept: { tree: string; ignored: readonly string[] } = { tree: c.root, ignored: [] };
+  if (opts.includeIgnored !== true) {
+    try {
+      kept = await withoutIgnored(runWith, c.root, parent, scratchDir());
+    } catch (error) {
+      throw new CliError(
+        `${who}: leaving out the paths Git ignores failed: ${
+          error instanceof Error ? error.message : String(error)
+        }; ${opts.ref} was not moved (--include-ignored commits the root as it is)`,
+        GIT_FAILED,
+      );
+    }
+  }
   const made = await run(
-    ["commit-tree", "--no-gpg-sign", c.root, ...(parent === null ? [] : ["-p", parent]), "-F", "-"],
+    [
+      "commit-tree",
+      "--no-gpg-sign",
+      kept.tree,
+      ...(parent === null ? [] : ["-p", parent]),
+      "-F",
+      "-",
+    ],
     opts.message !== undefined ? `${opts.message}\n` : defaultMessage(exported),
   );
   const commit = made.stdout.trim();
@@ -228,12 +270,26 @@ export async function commitCommand(
     commit,
     parent,
     root: c.root,
+    tree: kept.tree,
+    ignored: kept.ignored.slice(0, IGNORED_LISTED),
+    ignored_count: kept.ignored.length,
     checkpoint: c.id,
     session: c.session.name,
     git_dir: exported.git_dir,
     written: { blobs: exported.blobs, trees: exported.trees, bytes: exported.bytes },
     present: exported.present,
   };
+  if (kept.ignored.length > 0 && !opts.json) {
+    const shown = kept.ignored.slice(0, 5).join(", ");
+    const more = kept.ignored.length > 5 ? `, and ${kept.ignored.length - 5} more` : "";
+    io.error(
+      `${who}: left out ${kept.ignored.length} path${
+        kept.ignored.length === 1 ? "" : "s"
+      } Git ignores${
+        parent === null ? "" : " and the parent does not track"
+      }: ${shown}${more} (they stay in the checkpoint; --include-ignored commits them)`,
+    );
+  }
   await io.write(enc.encode(opts.json ? `${JSON.stringify(result)}\n` : `${commit}\n`));
   return 0;
 }

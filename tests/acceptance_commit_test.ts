@@ -211,6 +211,62 @@ Deno.test({
 });
 
 Deno.test({
+  name:
+    "marsh commit leaves out what the root's .gitignore files ignore and the parent does not track; --include-ignored keeps it",
+  permissions: PERMS,
+}, async () => {
+  await using w = await world();
+  const { sb } = w;
+  const head = await revParse(sb, "HEAD");
+  w.add("op2", (p) => {
+    Deno.writeTextFileSync(`${p}/.gitignore`, "build/\n*.log\n");
+    Deno.writeTextFileSync(`${p}/sub/.gitignore`, "b.txt\n");
+    Deno.mkdirSync(`${p}/build/deep`, { recursive: true });
+    Deno.writeTextFileSync(`${p}/build/deep/out.o`, "obj\n");
+    Deno.writeTextFileSync(`${p}/sub/x.log`, "log\n");
+    // Tracked by HEAD, so kept although sub/.gitignore now ignores it.
+    Deno.writeTextFileSync(`${p}/sub/b.txt`, "b 2\n");
+  });
+  const r = await sb.marsh(["commit", "--ref", "refs/heads/ign", "--json"]);
+  ok(r, "commit");
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.parent, head);
+  assert.deepEqual(out.ignored, ["build/deep/out.o", "sub/x.log"]);
+  assert.equal(out.ignored_count, 2);
+  assert.notEqual(out.tree, out.root);
+  assert.equal(await revParse(sb, "refs/heads/ign^{tree}"), out.tree);
+  assert.equal(
+    await sb.git("ls-tree", "-r", "--name-only", "refs/heads/ign"),
+    ".gitignore\na.txt\nkeep.txt\nsub/.gitignore\nsub/b.txt\n",
+  );
+  assert.equal(await sb.git("show", "refs/heads/ign:sub/b.txt"), "b 2\n");
+  // The text form names them on stderr.
+  const t = await sb.marsh(["commit", "--ref", "refs/heads/ign-text"]);
+  ok(t, "commit text");
+  assert.match(
+    t.stderr,
+    /marsh commit: left out 2 paths Git ignores and the parent does not track: build\/deep\/out\.o, sub\/x\.log \(they stay in the checkpoint; --include-ignored commits them\)\n/,
+  );
+  assert.equal(await revParse(sb, "refs/heads/ign-text^{tree}"), out.tree);
+  // --include-ignored: the checkpoint's root as it is.
+  const all = await sb.marsh([
+    "commit",
+    "--ref",
+    "refs/heads/ign-all",
+    "--include-ignored",
+    "--json",
+  ]);
+  ok(all, "commit --include-ignored");
+  const a = JSON.parse(all.stdout);
+  assert.equal(a.tree, a.root);
+  assert.equal(a.ignored_count, 0);
+  assert.equal(await revParse(sb, "refs/heads/ign-all^{tree}"), a.root);
+  // Nothing is left in the control dir's scratch space.
+  assert.deepEqual([...Deno.readDirSync(`${sb.home}/tmp`)], []);
+  await sb.git("fsck", "--full", "--strict", "--no-dangling");
+});
+
+Deno.test({
   name: "marsh commit --checkpoint takes that root; a bad ref name or checkpoint changes nothing",
   permissions: PERMS,
 }, async () => {

@@ -279,3 +279,19 @@ Deno.test({
   assert.deepEqual([...Deno.readDirSync(sb.project)].map((e) => e.name).sort(), before);
   assert.ok(!exists(`${sb.home}/marshd.sock`), "no daemon was asked");
 });
+
+Deno.test({
+  name: "fanout on a terminal prints the rendering itself, control bytes escaped",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using sb = await Sandbox.create();
+  // script(1) gives fanout a terminal for stdin and stdout: so stdin reads as empty.
+  const r = await sb.bash(
+    `script -qec '"$M" fanout -b a="printf \\"\\\\033[2Jx\\\\n\\"; wc -c" -b b="exit 2"' /dev/null`,
+  );
+  assert.equal(r.code, 2, show(r));
+  assert.equal(
+    r.stdout.replaceAll("\r\n", "\n"),
+    "== a: exited 0\n\\x1b[2Jx\n0\n\n== b: exited 2\n\n",
+  );
+});

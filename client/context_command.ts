@@ -1,5 +1,6 @@
 /**
- * `marsh context` (docs/guide.md, "marsh context"): prints the agent context. Inside a Kit job,
+ * `marsh context` (docs/guide.md, "Inside a Kit job: /run/marsh, marsh split and marsh join"):
+ * prints the agent context. Inside a Kit job,
  * the job's own `/run/marsh/context.md`; anywhere else the generic text from the same source
  * (`model/job_context.ts`). It only prints: it never writes a file.
  *

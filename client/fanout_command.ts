@@ -146,7 +146,7 @@ export async function fanoutCommand(
   let run: FanoutRun | undefined;
   const { end, branches } = await signals.trapSignals(FORWARDED, (sig) => run?.signal(sig), () => {
     run = new FanoutRun(id, specs, input);
-    return run.wait();
+    return run.wait().finally(() => run?.[Symbol.dispose]());
   });
   if (end.kind === "output-limit") {
     io.error(

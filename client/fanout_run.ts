@@ -82,7 +82,10 @@ function concat(chunks: readonly Uint8Array[]): Uint8Array {
   return out;
 }
 
-/** Runs one fanout; {@linkcode signal} forwards a signal to every branch. */
+/**
+ * Runs one fanout; {@linkcode FanoutRun.signal} forwards a signal to every branch, and disposing of
+ * it KILLs what is left.
+ */
 export class FanoutRun {
   readonly #id: string;
   readonly #running: Running[] = [];
@@ -187,6 +190,15 @@ export class FanoutRun {
         // The group is already empty.
       }
     }
+  }
+
+  /**
+   * KILLs every branch group not yet done: a fanout that ends early (a bug,
+   * an error writing stdin) leaves no branch behind.
+   */
+  [Symbol.dispose](): void {
+    clearTimeout(this.#killTimer);
+    this.#killGroups("SIGKILL");
   }
 
   /** Waits for every branch's end. */

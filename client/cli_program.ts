@@ -80,6 +80,15 @@ export const signals: Signals = {
       Deno.removeSignalListener("SIGINT", onInterrupt);
     }
   },
+  async trapSignals(names, onSignal, body) {
+    const listeners = names.map((name) => [name, () => onSignal(name)] as const);
+    for (const [name, listener] of listeners) Deno.addSignalListener(name, listener);
+    try {
+      return await body();
+    } finally {
+      for (const [name, listener] of listeners) Deno.removeSignalListener(name, listener);
+    }
+  },
 };
 
 /** Reports commander's parse errors as one line naming the command's help. */
@@ -106,6 +115,8 @@ export interface CliContext {
   readonly userErrors: (cmd: Command, path: string) => Command;
   /** `marsh op`'s command: the words after its first `--` (undefined: no `--`). */
   readonly opArgv?: readonly string[];
+  /** `marsh fanout`'s argv branches: everything from its first `:::` on. */
+  readonly argvParts?: readonly string[];
 }
 
 /** Adds commands to the program, after the shared ones. */
@@ -223,7 +234,7 @@ Examples:
 export interface PreSplit {
   /** What commander parses. */
   readonly head: string[];
-  /** `split`: everything from the first `:::` on (argv branches). */
+  /** `split` and `fanout`: everything from the first `:::` on (argv branches). */
   readonly argvParts: string[];
   /** `join`: everything after the first `--` (the consumer); `op`: its command. */
   readonly consumer: string[] | undefined;
@@ -231,11 +242,11 @@ export interface PreSplit {
 
 /**
  * Cuts the words the option parser must not see: everything from the first
- * `:::` of `split` (argv branches), everything after the first `--` of
+ * `:::` of `split` and `fanout` (argv branches), everything after the first `--` of
  * `join` (the consumer command) and of `op` (the operation's command).
  */
 export function preSplit(args: readonly string[]): PreSplit {
-  if (args[0] === "split") {
+  if (args[0] === "split" || args[0] === "fanout") {
     const { head, argvParts } = splitAtArgvBranches(args);
     return { head, argvParts, consumer: undefined };
   }
@@ -345,7 +356,16 @@ export function programFor(
   const { head, argvParts, consumer } = preSplit(args);
   const only = head[0] === "split" || head[0] === "join" ? head[0] : null;
   const program = buildProgram(ctx, argvParts, consumer, only);
-  if (only === null) register?.(program, head[0] === "op" ? { ...ctx, opArgv: consumer } : ctx);
+  if (only === null) {
+    register?.(
+      program,
+      head[0] === "op"
+        ? { ...ctx, opArgv: consumer }
+        : head[0] === "fanout"
+        ? { ...ctx, argvParts }
+        : ctx,
+    );
+  }
   return { program, head };
 }
 

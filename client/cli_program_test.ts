@@ -30,7 +30,13 @@ Deno.test("preSplit cuts split's argv branches and join's consumer", () => {
     consumer: ["sh", "-c", "x", "--"],
   });
   assert.deepEqual(preSplit(["join"]), { head: ["join"], argvParts: [], consumer: undefined });
-  // Only split's ::: and join's -- are special.
+  // fanout's argv branches are cut as split's: `-x` there is the branch's, not fanout's.
+  assert.deepEqual(preSplit(["fanout", "-b", "a=x", ":::", "b", "ls", "-x"]), {
+    head: ["fanout", "-b", "a=x"],
+    argvParts: [":::", "b", "ls", "-x"],
+    consumer: undefined,
+  });
+  // Only split's and fanout's ::: and join's -- are special.
   assert.deepEqual(preSplit(["splits", ":::", "--"]), {
     head: ["splits", ":::", "--"],
     argvParts: [],

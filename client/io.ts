@@ -30,4 +30,13 @@ export interface Signals {
    * instead of ending the process; the default comes back afterwards.
    */
   trapInterrupts<T>(onInterrupt: () => void, body: () => Promise<T>): Promise<T>;
+  /**
+   * Runs `body` with each of `names` delivered to `onSignal` instead of
+   * ending the process; the defaults come back afterwards.
+   */
+  trapSignals<T>(
+    names: readonly Deno.Signal[],
+    onSignal: (name: Deno.Signal) => void,
+    body: () => Promise<T>,
+  ): Promise<T>;
 }

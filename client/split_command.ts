@@ -91,23 +91,21 @@ export function withTimeLimits(
 }
 
 /**
- * Parses one `-b LABEL=STRING`: the label is everything before the first
- * `=`. The daemon checks which labels are valid; an empty one is refused here.
+ * Parses one `-b LABEL=STRING` of `cmd` (`marsh split`, `marsh fanout`): the label is everything
+ * before the first `=`. The daemon checks which labels are valid; an empty one is refused here.
  *
  * @throws {CliError} (status 2) with the form to use
  */
-export function parseShellBranch(value: string): BranchSpec {
+export function parseShellBranch(value: string, cmd = "marsh split"): BranchSpec {
   const eq = value.indexOf("=");
   if (eq < 0) {
     throw new CliError(
-      `marsh split: -b needs LABEL=STRING, got ${JSON.stringify(value)}; e.g. -b test='make test'`,
+      `${cmd}: -b needs LABEL=STRING, got ${JSON.stringify(value)}; e.g. -b test='make test'`,
     );
   }
   if (eq === 0) {
     throw new CliError(
-      `marsh split: -b needs a label before "=", got ${
-        JSON.stringify(value)
-      }; e.g. -b test='make test'`,
+      `${cmd}: -b needs a label before "=", got ${JSON.stringify(value)}; e.g. -b test='make test'`,
     );
   }
   return { kind: "shell", label: value.slice(0, eq), script: value.slice(eq + 1) };
@@ -127,7 +125,8 @@ export function splitAtArgvBranches(args: readonly string[]): {
 }
 
 /**
- * Parses the words from the first `:::` on into argv branches: each `:::`
+ * Parses the words from the first `:::` on into argv branches of `cmd` (`marsh split`, `marsh
+ * fanout`): each `:::`
  * starts one, `::: LABEL CMD [ARG...]`, and its words are taken verbatim
  * (the outer shell has already quoted them). So `:::` can never be an
  * argument: it always starts the next branch. The daemon checks the labels
@@ -135,7 +134,7 @@ export function splitAtArgvBranches(args: readonly string[]): {
  *
  * @throws {CliError} (status 2) for a `:::` without a label and a command
  */
-export function parseArgvBranches(parts: readonly string[]): BranchSpec[] {
+export function parseArgvBranches(parts: readonly string[], cmd = "marsh split"): BranchSpec[] {
   if (parts.length === 0) return [];
   if (parts[0] !== ARGV_SEPARATOR) {
     throw new TypeError(`argv branches start with ${ARGV_SEPARATOR}`);
@@ -150,7 +149,7 @@ export function parseArgvBranches(parts: readonly string[]): BranchSpec[] {
     if (label === undefined || label === "" || argv.length === 0) {
       const got = words.length === 0 ? "nothing" : JSON.stringify(words.join(" "));
       throw new CliError(
-        `marsh split: argv branch ${
+        `${cmd}: argv branch ${
           i + 1
         } needs a label and a command after ${ARGV_SEPARATOR}, got ${got}; e.g. ${ARGV_SEPARATOR} review claude -p 'review this diff'`,
       );

@@ -20,13 +20,12 @@ import {
 } from "../protocol/job_capability.ts";
 import { bundleJobClient } from "../job/bundle.ts";
 import { isLinkName } from "../model/kit_name.ts";
+import { contextText } from "../model/job_context.ts";
 import {
   JOB_DEPTH,
   JOB_FAN_OUT,
   JOB_SAME_KIT,
   JOB_TREE_TOTAL,
-  MAX_BRANCHES,
-  MAX_DEPTH,
   POOL_SIZE,
 } from "../model/limits.ts";
 
@@ -63,45 +62,13 @@ export function jobJsonBase(
   };
 }
 
-/** The job's agent context (docs/rules.md "The job capability"): what it can do from any shell. */
+/**
+ * The job's agent context (docs/rules.md "The job capability"), at most 60 lines: its name and
+ * spawn set, how to start a child, split, fanout, see and narrow, the limits, confinement and
+ * when not to spawn. One source with the generic text `marsh context` prints outside a job.
+ */
 export function jobContext(base: JobJsonBase): string {
-  const spawn = base.spawn.length === 0 ? "(none)" : base.spawn.join(", ");
-  return `# marsh job ${base.job} (${base.name})
-
-You run inside a marsh Kit job: a container that sees, of the project, only
-its own private fork (the current directory) and the fork's Git metadata.
-What you change in the fork comes back to whoever started you as a patch.
-
-## Parallel private attempts
-Run several attempts at once, each in its own fork of your current tree:
-
-    marsh split -n ::: a ${base.name} ARGS... ::: b ${base.name} OTHER ARGS... | marsh join
-
-Each \`::: LABEL CMD ARGS...\` is one branch; CMD is a registered command
-(${spawn}). \`marsh join\` prints each branch's status and patch; apply one
-with \`git apply\` (the patch is in the split's out/LABEL/diff.patch, see
-\`marsh join --json\`). Only you can join a split you made, and your splits are
-cancelled when this job ends. From a job, splits take argv branches only
-(no \`-b\`), at most ${MAX_BRANCHES} per split, nesting at most ${MAX_DEPTH} deep,
-${base.limits.pool} running at once.
-
-## Limits and confinement
-- \`marsh splits\`, \`marsh splits cancel\` and \`marsh splits rm\` are refused
-  in a job: the job's capability admits \`marsh split\`, \`marsh join\`,
-  \`marsh jobs\` (this job's own subtree) and the resolution verbs on the
-  splits this job made.
-- \`marsh merge ID LABEL\` (\`--dry-run\` first) merges a branch of a split
-  you made into your fork, all or nothing; \`marsh undo\` takes it back.
-  You can never merge into, promote over or discard the split you run in:
-  only whoever started you can.
-- Registered commands: ${spawn}. Running one directly as a child job is not
-  available yet; use an argv branch.
-- No network unless your Kit allows it; no other project files.
-
-## When not to split
-A split costs a container start per branch. For a quick check, just run the
-command here.
-`;
+  return contextText(base);
 }
 
 function writeNew(path: string, text: string, mode: number): void {

@@ -11,6 +11,7 @@ import { Buffer } from "node:buffer";
 import type { KitRecord } from "../model/kit_rules.ts";
 import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
 import { labelProblem } from "../model/layout.ts";
+import { shellBranchRefusal } from "../model/shell_branch.ts";
 import { SPOOL_DIR } from "../protocol/control_dir.ts";
 import type { SplitCreateRequest } from "../protocol/daemon.ts";
 import { isWithin } from "../protocol/kit_launch.ts";
@@ -37,11 +38,8 @@ import { cancel, checkOutput } from "./split_lease.ts";
 import { OUTPUT_POLL_MS } from "./split_settings.ts";
 import { finishAwait, finishCancelled, setupFailed } from "./split_settle.ts";
 
-/** A job or a split branch splits with argv branches only (docs/guide.md, "What a shell branch sees"). */
-export function shellBranchRefusal(label: string): string {
-  return `${label}: shell branches (-b, split { }) run only from the session shell; ` +
-    "from a job or a split branch use argv branches: ::: LABEL CMD [ARG...]";
-}
+// A job or a split branch splits with argv branches only (docs/guide.md, "What a shell branch sees").
+export { shellBranchRefusal };
 
 /** Validates a create request; throws {@linkcode RequestError} with status 2. */
 function validate(cx: SplitContext, req: SplitCreateRequest, auth: Authority): void {

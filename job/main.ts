@@ -27,6 +27,7 @@ import type { Command } from "commander";
 import { type CliContext, errorLine, runCli } from "../client/cli_program.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
 import { registerJobsList } from "../client/jobs_command.ts";
+import { registerFanoutCommands } from "../client/fanout_commands.ts";
 import { isLinkName } from "../model/kit_name.ts";
 import { CAP_FILES, CAP_TARGET, type JobJson } from "../protocol/job_capability.ts";
 
@@ -126,7 +127,7 @@ takes argv branches only (::: LABEL CMD ARGS...); -b shell branches run only
 from the session shell.
 `;
 
-/** The job's own commands after `split`, `join` and `splits`: `jobs`. */
+/** The job's own commands after `split`, `join` and `splits`: `jobs`, `fanout`, `collect`, `context`. */
 export function registerJobCommands(program: Command, ctx: CliContext): void {
   program.addHelpText("after", JOB_HELP);
   registerJobsList(
@@ -135,6 +136,10 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
     "List the Kit jobs this job may see, with their state and exit.",
     JOBS_HELP,
   );
+  registerFanoutCommands(program, ctx, {
+    place: "job",
+    contextFile: `${Deno.env.get(CAP_DIR_ENV) || CAP_TARGET}/${CAP_FILES.context}`,
+  });
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The text rendering a join consumer reads on stdin (docs/engine.md
  * "Publish, manifest and render"): per branch a header line, its `diff.patch` with every
- * `GIT binary patch` section replaced by one summary line, and a blank line.
+ * `GIT binary patch` section replaced by one summary line, and a blank line, written by the
+ * renderer `marsh collect` shares (`patch/branch_rendering.ts`).
  * Patches are streamed in bounded pieces: a 350 MB patch is never held whole.
  *
  * Needs `--allow-ffi=<libc path>`.
@@ -14,7 +15,7 @@ import { PATCH_FILE } from "./capture.ts";
 import { type Dir, type FileHandle, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
 import { RejectedError } from "../errors.ts";
 import { E, FsError } from "../fd/ffi.ts";
-import { TerminalEscaper } from "../../patch/terminal_escape.ts";
+import { BranchRendering, type Emit } from "../../patch/branch_rendering.ts";
 
 /** One branch as the rendering shows it. */
 export interface RenderBranch {
@@ -27,8 +28,7 @@ export interface RenderBranch {
   readonly untrusted?: boolean;
 }
 
-/** Receives output; the bytes are valid only during the call (buffers are reused). */
-export type Emit = (bytes: Uint8Array) => void;
+export type { Emit };
 
 const LF = 0x0a;
 const D = 0x64; // "d", the first byte of `diff --git`
@@ -271,8 +271,8 @@ export function renderBranches(
   const patches: (FileHandle | null)[] = [];
   try {
     for (const b of branches) patches.push(b.untrusted ? null : openPatch(out, b.label));
-    const escaper = terminal ? new TerminalEscaper(emit) : null;
-    const sink: Emit = escaper ? (bytes) => escaper.push(bytes) : emit;
+    const rendering = new BranchRendering(emit, terminal);
+    const body: Emit = (bytes) => rendering.body(bytes);
     const buf = new Uint8Array(READ_CHUNK);
     let total = 0;
     branches.forEach((b, index) => {
@@ -280,21 +280,21 @@ export function renderBranches(
       const changes = b.files === 0
         ? "no changes"
         : `${b.files} ${b.files === 1 ? "file" : "files"} changed`;
-      sink(enc.encode(`== ${b.label}: ${b.status} (${changes})\n`));
+      rendering.header(b.label, b.status, changes);
       if (b.untrusted && b.files > 0) {
-        sink(enc.encode(`untrusted patch, not shown: $SPLIT_DIR/${b.label}/${PATCH_FILE}\n`));
+        body(enc.encode(`untrusted patch, not shown: $SPLIT_DIR/${b.label}/${PATCH_FILE}\n`));
       }
       const patch = patches[index];
       if (patch) {
-        const summarizer = new BinarySummarizer(b.label, sink);
+        const summarizer = new BinarySummarizer(b.label, body);
         for (let n = patch.read(buf); n > 0; n = patch.read(buf)) {
           summarizer.push(buf.subarray(0, n));
         }
         summarizer.end();
       }
-      sink(enc.encode("\n"));
+      rendering.end();
     });
-    escaper?.end();
+    rendering.finish();
     return total;
   } finally {
     for (const p of patches) p?.close();

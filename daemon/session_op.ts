@@ -232,9 +232,19 @@ export async function runOperation(
     throw new RequestError(125, `${why}; nothing was checkpointed`);
   }
   if (end.error !== null) {
-    // The worker lost track of the process tree: a writer may outlive it (DG-O05).
+    // The worker lost track of the process tree: a writer may outlive it, so
+    // nothing of its overlay may be sealed (docs/checkpoints.md "An operation", step 3).
     j.escapeOperation(id, end.error, d.now());
-    throw new RequestError(125, `${end.error}; nothing was checkpointed (escaped)`);
+    d.log.info(`op ${id}: escaped: ${end.error}`);
+    // Its overlay goes: nothing will ever seal it, and a writer left behind
+    // writes to nothing a checkpoint can reach.
+    await drop();
+    throw new RequestError(
+      125,
+      `the operation escaped: ${end.error}; its process tree was not seen to end, so nothing ` +
+        `was checkpointed and session ${s.name}'s head did not move: make sure nothing the ` +
+        `command started still runs (ps -ef), then run the command again`,
+    );
   }
   const outcome: ExecutionOutcome = cancelled
     ? { kind: "cancelled" }

@@ -206,9 +206,10 @@ export async function runOperation(
       : {}),
     ...(d.namespace === null ? {} : { namespace: d.namespace }),
   }, {
-    launched: () => {
+    launched: (_pid, mechanism) => {
       launchedSeen = true;
-      j.launchOperation(id, d.now());
+      // With what will prove its tree gone: the completeness receipt's drain proof.
+      j.launchOperation(id, d.now(), mechanism);
       void conn.send({ v: 1, t: "op.launched", operation: id, session: s.name, head: s.head });
     },
     exited: (code, signal) => exit = { code, signal },

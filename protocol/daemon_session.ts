@@ -11,6 +11,8 @@
  * @module
  */
 
+import type { CompletenessReceipt } from "../model/op_receipt.ts";
+
 /** Which session a request means: by name, or null for the project's one open session. */
 type SessionChoice = string | null;
 
@@ -214,6 +216,12 @@ export interface LogOperation {
    */
   readonly view: string | null;
   readonly view_reason: string | null;
+  /**
+   * Its completeness receipt (docs/checkpoints.md "An operation", step 3):
+   * complete only when its process tree was seen gone and its overlay was
+   * the only writable view; null when it ran without a kept view.
+   */
+  readonly receipt: CompletenessReceipt | null;
 }
 
 /** One line of `marsh log --json`. */

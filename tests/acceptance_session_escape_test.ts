@@ -78,67 +78,87 @@ Deno.test({
   assert.equal(Deno.readTextFileSync(`${s.view}/late.txt`), "late\n");
 });
 
-Deno.test({
-  name:
-    "marsh op: the worker loses track of a running descendant: escaped, nothing sealed, the head unchanged",
-  permissions: PERMISSIONS,
-}, async () => {
-  await using sb = await Sandbox.create();
-  const start = await sb.marsh(["session", "start", "fix"]);
-  assert.equal(start.code, 0, show(start));
-  const s0 = await session(sb);
-  const ready = `${sb.scratch}/ready`;
-  // A descendant in a session of its own that would write long after the command exited.
-  const sleeper = "sleep 37.25";
-  const child = sb.spawnMarsh([
-    "op",
-    "--",
-    "sh",
-    "-c",
-    `setsid sh -c '${sleeper}; echo late > late.txt' & echo early > early.txt; touch '${ready}'`,
-  ]);
-  await waitFor("the command to run", () => exists(ready));
-  // Once the command has exited, the descendant's parent is the supervisor (a subreaper).
-  const supervisor = await waitFor("the descendant to be the supervisor's", async () => {
-    const all = await processes();
-    const byPid = new Map(all.map((p) => [p.pid, p]));
-    const sleep = all.find((p) => p.args === sleeper);
-    // sleep's parent is the `sh -c` setsid made, whose parent becomes the supervisor.
-    const up = byPid.get(byPid.get(sleep?.ppid ?? 0)?.ppid ?? 0);
-    return up !== undefined && /\bperl\b/.test(up.args) ? up.pid : undefined;
+for (const drain of ["cgroup", "subreaper"] as const) {
+  Deno.test({
+    name:
+      `marsh op: the worker loses track of a running descendant (${drain}): escaped, nothing sealed, the head unchanged`,
+    permissions: PERMISSIONS,
+  }, async () => {
+    await using sb = await Sandbox.create({
+      env: drain === "subreaper" ? { MARSH_WORKER_FORCE_SUBREAPER: "1" } : {},
+    });
+    const start = await sb.marsh(["session", "start", "fix"]);
+    assert.equal(start.code, 0, show(start));
+    const s0 = await session(sb);
+    const ready = `${sb.scratch}/ready`;
+    // A descendant in a session of its own that writes after the command exited.
+    const sleeper = drain === "cgroup" ? "sleep 37.25" : "sleep 2.25";
+    const child = sb.spawnMarsh([
+      "op",
+      "--",
+      "sh",
+      "-c",
+      `setsid sh -c '${sleeper}; echo late > late.txt' & echo early > early.txt; touch '${ready}'`,
+    ]);
+    await waitFor("the command to run", () => exists(ready));
+    // Once the command has exited, the descendant's parent is the supervisor (a subreaper).
+    const supervisor = await waitFor("the descendant to be the supervisor's", async () => {
+      const all = await processes();
+      const byPid = new Map(all.map((p) => [p.pid, p]));
+      const sleep = all.find((p) => p.args === sleeper);
+      // sleep's parent is the `sh -c` setsid made, whose parent becomes the supervisor.
+      const up = byPid.get(byPid.get(sleep?.ppid ?? 0)?.ppid ?? 0);
+      return up !== undefined && /\bperl\b/.test(up.args) ? up.pid : undefined;
+    });
+    Deno.kill(supervisor, "SIGKILL");
+    const r = await finish(child, "the escaped marsh op");
+    try {
+      assert.equal(r.code, 125, show(r));
+      assert.match(
+        r.stderr,
+        new RegExp(
+          `^marsh op: the operation escaped: the supervisor of attempt o-[a-z0-9-]+ was killed by SIGKILL; ${
+            drain === "cgroup"
+              ? "every process left in its cgroup was killed"
+              : "processes of the attempt may still be running"
+          }; `,
+        ),
+      );
+      assert.match(
+        r.stderr,
+        /; its process tree was not seen to end, so nothing was checkpointed and session fix's head did not move: make sure nothing the command started still runs \(ps -ef\), then run the command again\n$/,
+      );
+      const s = await session(sb);
+      assert.equal(s.head, s0.head, "the head did not move");
+      assert.equal(s.view_root, s0.root, "the view did not move");
+      assert.ok(!exists(`${s.view}/early.txt`), "nothing was sealed");
+      // Its overlay is gone (nothing will seal it), before the answer.
+      assert.deepEqual([...Deno.readDirSync(`${sb.project}/.marsh/session/fix/op`)], []);
+      assert.match(Deno.readTextFileSync(`${sb.home}/marshd.log`), /op o-[a-z0-9-]+: escaped: /);
+      assert.equal((await log(sb, "--all")).length, 1, "no checkpoint was added");
+      if (drain === "cgroup") {
+        // What was left running in the attempt's cgroup was ended with it.
+        await waitFor(
+          "the descendant to be gone",
+          async () => (await processesRunning(sleeper)).length === 0,
+        );
+      } else {
+        // Truly escaped: it runs on, and its late write reaches nothing a checkpoint or the
+        // project shows.
+        assert.equal((await processesRunning(sleeper)).length, 1, "the descendant runs on");
+        await waitFor(
+          "the descendant to end",
+          async () => (await processesRunning(sleeper)).length === 0,
+        );
+      }
+      await new Promise((res) => setTimeout(res, 200));
+      assert.ok(!exists(`${s.view}/late.txt`) && !exists(`${sb.project}/late.txt`));
+      assert.equal((await session(sb)).head, s0.head);
+      // The session takes the next operation.
+      const next = await sb.marsh(["op", "--", "touch", "n.txt"]);
+      assert.equal(next.code, 0, show(next));
+    } finally {
+      for (const pid of await processesRunning(sleeper)) Deno.kill(pid, "SIGKILL");
+    }
   });
-  Deno.kill(supervisor, "SIGKILL");
-  const r = await finish(child, "the escaped marsh op");
-  try {
-    assert.equal(r.code, 125, show(r));
-    assert.match(
-      r.stderr,
-      /^marsh op: the operation escaped: the supervisor of attempt o-[a-z0-9-]+ was killed by SIGKILL; /,
-    );
-    assert.match(
-      r.stderr,
-      /; its process tree was not seen to end, so nothing was checkpointed and session fix's head did not move: make sure nothing the command started still runs \(ps -ef\), then run the command again\n$/,
-    );
-    const s = await session(sb);
-    assert.equal(s.head, s0.head, "the head did not move");
-    assert.equal(s.view_root, s0.root, "the view did not move");
-    assert.ok(!exists(`${s.view}/early.txt`), "nothing was sealed");
-    // Its overlay is gone (nothing will seal it), before the answer.
-    assert.deepEqual([...Deno.readDirSync(`${sb.project}/.marsh/session/fix/op`)], []);
-    assert.match(Deno.readTextFileSync(`${sb.home}/marshd.log`), /op o-[a-z0-9-]+: escaped: /);
-    const all = await log(sb, "--all");
-    assert.equal(all.length, 1, "no checkpoint was added");
-    // What was left running in the attempt's cgroup was ended with it.
-    await waitFor(
-      "the descendant to be gone",
-      async () => (await processesRunning(sleeper)).length === 0,
-    );
-    await new Promise((res) => setTimeout(res, 200));
-    assert.ok(!exists(`${s.view}/late.txt`));
-    // The session takes the next operation.
-    const next = await sb.marsh(["op", "--", "touch", "n.txt"]);
-    assert.equal(next.code, 0, show(next));
-  } finally {
-    for (const pid of await processesRunning(sleeper)) Deno.kill(pid, "SIGKILL");
-  }
-});
+}

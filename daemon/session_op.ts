@@ -315,6 +315,8 @@ export async function runOperation(
       return;
     }
     const c = bound.checkpoint;
+    // Durable, not yet visible: the head moved, the view not (tests hold it here).
+    await d.pause("op-bound");
     const t1 = performance.now();
     const view = await d.views(s, c.layers);
     const viewMs = view === null ? null : performance.now() - t1;

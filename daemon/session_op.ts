@@ -19,7 +19,8 @@ import {
 } from "../model/checkpoint.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
 import { MAX_SESSION_LAYERS } from "../protocol/splitfs_session.ts";
-import type { OpDoneReply, OpRunRequest } from "../protocol/daemon_session.ts";
+import type { OpDoneReply, OpLingeringReply, OpRunRequest } from "../protocol/daemon_session.ts";
+import type { LingeringEvent } from "../protocol/worker.ts";
 import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import type { ViewState } from "./session_context.ts";
@@ -99,6 +100,28 @@ function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
     if (!fifo) throw new RequestError(2, `${p} is not a FIFO the caller made`);
   }
   return paths;
+}
+
+/** The `op.lingering` frame for the worker's `lingering` event. */
+export function lingeringReply(
+  operation: string,
+  session: string,
+  ev: Pick<LingeringEvent, "processes" | "more">,
+): OpLingeringReply {
+  const n = ev.processes.length + ev.more;
+  const listed = ev.processes.map((p) => `${p.pid} (${p.command})`).join(", ") +
+    (ev.more > 0 ? ` and ${ev.more} more` : "");
+  return {
+    v: 1,
+    t: "op.lingering",
+    operation,
+    session,
+    processes: ev.processes.map((p) => ({ pid: p.pid, command: p.command })),
+    more: ev.more,
+    message: `marsh: the command exited, but ${n} process${n === 1 ? "" : "es"} it started ` +
+      `still run${n === 1 ? "s" : ""}: ${listed}; the operation ends, and is checkpointed, ` +
+      `when ${n === 1 ? "it has" : "they have"} ended (Ctrl-C stops ${n === 1 ? "it" : "them"})`,
+  };
 }
 
 /**
@@ -213,6 +236,8 @@ export async function runOperation(
       void conn.send({ v: 1, t: "op.launched", operation: id, session: s.name, head: s.head });
     },
     exited: (code, signal) => exit = { code, signal },
+    // The command exited but left processes running: the operation stays open (step 3).
+    lingering: (ev) => void conn.send(lingeringReply(id, s.name, ev)),
     settled: () => ended.resolve({ launched: launchedSeen, ...exit, error: null }),
     outputLimit: () => {},
     error: (message) => ended.resolve({ launched: launchedSeen, ...exit, error: message }),

@@ -4,7 +4,8 @@
  * docs/checkpoints.md): `marsh session start`, `sessions`, `session rm`,
  * `log`, `rollback`, `fork` and `op`. Each request is answered by one reply
  * frame, or an `error` frame (its `code` is the exit status,
- * docs/messages.md). `op.run` is answered by `op.launched`, then `op.done`;
+ * docs/messages.md). `op.run` is answered by `op.launched`, then any number
+ * of `op.lingering`, then `op.done`;
  * the caller may send `op.cancel` between them, and closing the connection
  * cancels too.
  *
@@ -285,6 +286,24 @@ export interface OpLaunchedReply {
   readonly head: string;
 }
 
+/**
+ * Between `op.launched` and `op.done`, each time it changes after the command
+ * exited: the processes it left running, which keep the operation open
+ * (docs/checkpoints.md "An operation", step 3).
+ */
+export interface OpLingeringReply {
+  readonly v: 1;
+  readonly t: "op.lingering";
+  readonly operation: string;
+  readonly session: string;
+  /** The first of them, by pid, each with its command line (cut). */
+  readonly processes: readonly { readonly pid: number; readonly command: string }[];
+  /** How many more there are. */
+  readonly more: number;
+  /** A line for stderr. */
+  readonly message: string;
+}
+
 /** `op.run`'s last reply. */
 export interface OpDoneReply {
   readonly v: 1;
@@ -325,6 +344,7 @@ export type SessionDaemonFrame =
   | SessionLogReply
   | RolledBackReply
   | OpLaunchedReply
+  | OpLingeringReply
   | OpDoneReply;
 
 /** The `t` of every {@linkcode SessionDaemonFrame}. */
@@ -335,6 +355,7 @@ export const SESSION_DAEMON_FRAMES: ReadonlySet<string> = new Set([
   "checkpoints",
   "session.rolledback",
   "op.launched",
+  "op.lingering",
   "op.done",
 ]);
 
@@ -473,6 +494,8 @@ export function sessionReplyOk(x: Record<string, unknown>): boolean {
       return s("session") && s("to") && s("message");
     case "op.launched":
       return s("operation") && s("session");
+    case "op.lingering":
+      return s("operation") && Array.isArray(x.processes) && s("message");
     case "op.done":
       return s("operation") && typeof x.status === "number" && s("message") && s("state");
   }

@@ -57,16 +57,23 @@ Deno.test({
   const start = await sb.marsh(["session", "start", "fix"]);
   assert.equal(start.code, 0, show(start));
   const t0 = Date.now();
-  // The command exits at once; what it left writes a second later.
+  // The command exits at once; what it left writes two seconds later.
   const r = await sb.marsh([
     "op",
     "--",
     "sh",
     "-c",
-    `setsid sh -c 'sleep 1; echo late > late.txt' & echo early > early.txt; exit 0`,
+    `setsid sh -c 'sleep 2; echo late > late.txt' & echo early > early.txt; exit 0`,
   ]);
   assert.equal(r.code, 0, show(r));
-  assert.ok(Date.now() - t0 >= 1_000, "marsh op waited for the descendant");
+  assert.ok(Date.now() - t0 >= 2_000, "marsh op waited for the descendant");
+  // While it waited, it said on what (the worker's report, about a second after the exit).
+  assert.match(
+    r.stderr,
+    /^marsh: the command exited, but 2 processes it started still run: \d+ \(.+\), \d+ \(.+\); the operation ends, and is checkpointed, when they have ended \(Ctrl-C stops them\)\n/m,
+  );
+  assert.match(r.stderr, /\(sh -c sleep 2; echo late > late\.txt\)/);
+  assert.match(r.stderr, /\(sleep 2\)/);
   assert.match(r.stderr, /marsh: checkpoint [0-9a-f]{64} \(2 paths changed\)\n$/);
   const [e] = await log(sb);
   assert.deepEqual(e!.paths, [

@@ -176,7 +176,7 @@ export async function opCommand(
     }, () => {});
     const reply = await signals.trapInterrupts(
       () => void conn.send({ v: 1, t: "op.cancel" }).catch(() => {}),
-      () => awaitDone(conn),
+      () => awaitDone(conn, (line) => io.error(line)),
     );
     if (reply.kind === "error") {
       await unblock(f, pending);
@@ -195,9 +195,13 @@ type Done =
   | { readonly kind: "done"; readonly status: number; readonly message: string }
   | { readonly kind: "error"; readonly code: number; readonly message: string };
 
-async function awaitDone(conn: DaemonConnection): Promise<Done> {
+async function awaitDone(conn: DaemonConnection, note: (line: string) => void): Promise<Done> {
   try {
     for await (const reply of conn) {
+      if (reply.t === "op.lingering") {
+        note(reply.message);
+        continue;
+      }
       if (reply.t === "op.done") {
         return { kind: "done", status: reply.status, message: reply.message };
       }

@@ -47,6 +47,8 @@ function describe(c: CheckpointInfo, r: CheckpointShownReply): string {
     lines.push(`cwd         ${c.operation.cwd}`);
     lines.push(`exit        ${c.operation.exit ?? "(not ended)"}`);
     lines.push(`disposition ${c.operation.disposition ?? c.operation.state}`);
+    const r = c.operation.receipt;
+    if (r !== null) lines.push(`receipt     ${r.complete ? "complete" : "not complete"}: ${r.why}`);
   }
   lines.push(`created     ${new Date(c.created_unix_ms).toISOString()}`);
   lines.push(`changed     ${r.changed} ${r.changed === 1 ? "path" : "paths"}`);

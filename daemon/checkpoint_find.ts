@@ -12,6 +12,7 @@
 import type { CheckpointJournal } from "../journal/checkpoints.ts";
 import type { CheckpointRecord, OperationRecord, SessionRecord } from "../model/checkpoint.ts";
 import type { CheckpointInfo } from "../protocol/daemon_checkpoint.ts";
+import { type CompletenessReceipt, completenessReceipt } from "../model/op_receipt.ts";
 import type { LocatedReply } from "../protocol/splitfs.ts";
 import { SplitfsError, type SplitfsService } from "../protocol/splitfs_client.ts";
 import { RequestError } from "./request_error.ts";
@@ -98,6 +99,12 @@ function exitOf(o: OperationRecord): string | null {
   }
 }
 
+/** An operation's completeness receipt from its kept view and drain proof, or null. */
+function receiptOf(j: CheckpointJournal, op: string): CompletenessReceipt | null {
+  const v = j.viewOf(op);
+  return v === null ? null : completenessReceipt(v.view, v.drain);
+}
+
 /** A checkpoint as the replies carry it. */
 export function infoOf(j: CheckpointJournal, f: Found): CheckpointInfo {
   const c = f.checkpoint;
@@ -119,6 +126,7 @@ export function infoOf(j: CheckpointJournal, f: Found): CheckpointInfo {
       state: op.state,
       exit: exitOf(op),
       disposition: op.disposition?.kind ?? null,
+      receipt: receiptOf(j, op.id),
     },
   };
 }

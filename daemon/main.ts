@@ -212,6 +212,7 @@ async function main(): Promise<number> {
     root: Deno.uid() === 0,
     serviceNamespace: splitfs.namespace !== null,
     ...(namespace.why ? { why: namespace.why } : {}),
+    ...(settings.shellView === "fork" ? { refused: "MARSH_SHELL_VIEW=fork" } : {}),
   });
   const processes = serviceLink(splitfs);
   // What a killed daemon left running must be gone before its splits are

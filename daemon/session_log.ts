@@ -6,7 +6,8 @@
  * @module
  */
 
-import type { LogEntry, OperationChanges, OperationView } from "../journal/checkpoints.ts";
+import type { LogEntry, OperationChanges, OperationViewRecord } from "../journal/checkpoints.ts";
+import { completenessReceipt } from "../model/op_receipt.ts";
 import type { ExecutionOutcome, OperationRecord } from "../model/checkpoint.ts";
 import type { LogEntryInfo, LogOperation } from "../protocol/daemon_session.ts";
 
@@ -21,7 +22,7 @@ export function executionFields(
   };
 }
 
-function operationInfo(o: OperationRecord, view: OperationView | null): LogOperation {
+function operationInfo(o: OperationRecord, view: OperationViewRecord | null): LogOperation {
   return {
     id: o.id,
     argv: o.argv,
@@ -32,6 +33,7 @@ function operationInfo(o: OperationRecord, view: OperationView | null): LogOpera
     reason: o.reason,
     view: view?.view ?? null,
     view_reason: view?.reason ?? null,
+    receipt: view === null ? null : completenessReceipt(view.view, view.drain),
   };
 }
 
@@ -42,7 +44,7 @@ export function logEntryInfo(
     readonly head: string;
     readonly session: string;
     readonly changes: OperationChanges | null;
-    readonly view: OperationView | null;
+    readonly view: OperationViewRecord | null;
   },
 ): LogEntryInfo {
   const c = e.checkpoint;

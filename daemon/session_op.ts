@@ -19,7 +19,8 @@ import {
 } from "../model/checkpoint.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
 import { MAX_SESSION_LAYERS } from "../protocol/splitfs_session.ts";
-import type { OpDoneReply, OpRunRequest } from "../protocol/daemon_session.ts";
+import type { OpDoneReply, OpLingeringReply, OpRunRequest } from "../protocol/daemon_session.ts";
+import type { LingeringEvent } from "../protocol/worker.ts";
 import type { Conn } from "./conn.ts";
 import { RequestError } from "./request_error.ts";
 import type { ViewState } from "./session_context.ts";
@@ -99,6 +100,28 @@ function fifos(home: string, io: string): OperationLaunchSpec["stdio"] {
     if (!fifo) throw new RequestError(2, `${p} is not a FIFO the caller made`);
   }
   return paths;
+}
+
+/** The `op.lingering` frame for the worker's `lingering` event. */
+export function lingeringReply(
+  operation: string,
+  session: string,
+  ev: Pick<LingeringEvent, "processes" | "more">,
+): OpLingeringReply {
+  const n = ev.processes.length + ev.more;
+  const listed = ev.processes.map((p) => `${p.pid} (${p.command})`).join(", ") +
+    (ev.more > 0 ? ` and ${ev.more} more` : "");
+  return {
+    v: 1,
+    t: "op.lingering",
+    operation,
+    session,
+    processes: ev.processes.map((p) => ({ pid: p.pid, command: p.command })),
+    more: ev.more,
+    message: `marsh: the command exited, but ${n} process${n === 1 ? "" : "es"} it started ` +
+      `still run${n === 1 ? "s" : ""}: ${listed}; the operation ends, and is checkpointed, ` +
+      `when ${n === 1 ? "it has" : "they have"} ended (Ctrl-C stops ${n === 1 ? "it" : "them"})`,
+  };
 }
 
 /**
@@ -206,12 +229,15 @@ export async function runOperation(
       : {}),
     ...(d.namespace === null ? {} : { namespace: d.namespace }),
   }, {
-    launched: () => {
+    launched: (_pid, mechanism) => {
       launchedSeen = true;
-      j.launchOperation(id, d.now());
+      // With what will prove its tree gone: the completeness receipt's drain proof.
+      j.launchOperation(id, d.now(), mechanism);
       void conn.send({ v: 1, t: "op.launched", operation: id, session: s.name, head: s.head });
     },
     exited: (code, signal) => exit = { code, signal },
+    // The command exited but left processes running: the operation stays open (step 3).
+    lingering: (ev) => void conn.send(lingeringReply(id, s.name, ev)),
     settled: () => ended.resolve({ launched: launchedSeen, ...exit, error: null }),
     outputLimit: () => {},
     error: (message) => ended.resolve({ launched: launchedSeen, ...exit, error: message }),
@@ -232,9 +258,19 @@ export async function runOperation(
     throw new RequestError(125, `${why}; nothing was checkpointed`);
   }
   if (end.error !== null) {
-    // The worker lost track of the process tree: a writer may outlive it (DG-O05).
+    // The worker lost track of the process tree: a writer may outlive it, so
+    // nothing of its overlay may be sealed (docs/checkpoints.md "An operation", step 3).
     j.escapeOperation(id, end.error, d.now());
-    throw new RequestError(125, `${end.error}; nothing was checkpointed (escaped)`);
+    d.log.info(`op ${id}: escaped: ${end.error}`);
+    // Its overlay goes: nothing will ever seal it, and a writer left behind
+    // writes to nothing a checkpoint can reach.
+    await drop();
+    throw new RequestError(
+      125,
+      `the operation escaped: ${end.error}; its process tree was not seen to end, so nothing ` +
+        `was checkpointed and session ${s.name}'s head did not move: make sure nothing the ` +
+        `command started still runs (ps -ef), then run the command again`,
+    );
   }
   const outcome: ExecutionOutcome = cancelled
     ? { kind: "cancelled" }
@@ -304,6 +340,8 @@ export async function runOperation(
       return;
     }
     const c = bound.checkpoint;
+    // Durable, not yet visible: the head moved, the view not (tests hold it here).
+    await d.pause("op-bound");
     const t1 = performance.now();
     const view = await d.views(s, c.layers);
     const viewMs = view === null ? null : performance.now() - t1;

@@ -64,7 +64,10 @@ export async function chooseShellView(opts: {
   readonly serviceNamespace: boolean;
   readonly why?: string;
   readonly probe?: () => Promise<string | null>;
+  /** Why the `project` view is not wanted (`MARSH_SHELL_VIEW=fork`); absent: it is. */
+  readonly refused?: string;
 }): Promise<ShellViewChoice> {
+  if (opts.refused !== undefined) return { view: "fork", reason: `${opts.refused}: ${FORK_VIEW}` };
   if (opts.root) {
     const refused = await (opts.probe ?? probeMountNamespace)();
     return refused === null ? { view: "project", reason: `root: ${PROJECT_VIEW}` } : {

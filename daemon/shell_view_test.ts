@@ -31,6 +31,20 @@ Deno.test({ name: "chooseShellView: root, userns, neither", permissions: "none" 
     none.reason,
     /^not root, and the split-filesystem service has no user namespace \(MARSH_FORKS=copy\): shell branches run in their fork's directory/,
   );
+  // MARSH_SHELL_VIEW=fork: the fork view even where a namespace can be had.
+  for (const root of [true, false]) {
+    const asked = await chooseShellView({
+      root,
+      serviceNamespace: !root,
+      probe: ok,
+      refused: "MARSH_SHELL_VIEW=fork",
+    });
+    assert.equal(asked.view, "fork");
+    assert.match(
+      asked.reason,
+      /^MARSH_SHELL_VIEW=fork: shell branches run in their fork's directory/,
+    );
+  }
 });
 
 Deno.test({ name: "shellPlace: the cwd and view of each choice", permissions: "none" }, () => {

@@ -26,6 +26,12 @@ export interface Settings {
   readonly pauseAt: string | null;
   /** `auto`: overlay forks where this host allows them; `copy`: always copy (`MARSH_FORKS`). */
   readonly forks: ForkPolicy;
+  /**
+   * `auto`: the `project` shell view where a mount namespace can be had;
+   * `fork`: never (`MARSH_SHELL_VIEW`): shell branches run in their fork's
+   * directory and operations are `relative`, as on a host without one.
+   */
+  readonly shellView?: "auto" | "fork";
 }
 
 /**
@@ -49,7 +55,14 @@ export function settingsFromEnv(get: (name: string) => string | undefined): Sett
     graceMs: ms("MARSH_CANCEL_GRACE_MS", 10_000),
     pauseAt: get("MARSH_TEST_PAUSE_AT") || null,
     forks: forkPolicy(get("MARSH_FORKS")),
+    shellView: shellViewPolicy(get("MARSH_SHELL_VIEW")),
   };
+}
+
+function shellViewPolicy(v: string | undefined): "auto" | "fork" {
+  if (v === undefined || v === "" || v === "auto") return "auto";
+  if (v === "fork") return "fork";
+  throw new Error(`MARSH_SHELL_VIEW must be "auto" or "fork": ${v}`);
 }
 
 function forkPolicy(v: string | undefined): ForkPolicy {

@@ -11,6 +11,7 @@
 
 import type { Connection } from "./_connection.ts";
 import { requireOperation } from "./_checkpoint_rows.ts";
+import type { DrainProof } from "../model/op_receipt.ts";
 
 /** One changed path, relative to the project's root. */
 export interface ChangedPath {
@@ -66,6 +67,13 @@ export interface OperationView {
   readonly reason: string;
 }
 
+export type { DrainProof } from "../model/op_receipt.ts";
+
+/** An operation's view as kept, with its drain proof once launched (else null). */
+export interface OperationViewRecord extends OperationView {
+  readonly drain: DrainProof | null;
+}
+
 /** See `CheckpointJournal.recordView`. */
 export function recordView(c: Connection, id: string, v: OperationView): void {
   if (v.view !== "project" && v.view !== "relative") {
@@ -81,9 +89,26 @@ export function recordView(c: Connection, id: string, v: OperationView): void {
   });
 }
 
+/**
+ * Keeps what will prove `id`'s process tree gone (the worker's launch says
+ * which), on its view's row; no row (never given a view): nothing.
+ */
+export function recordDrain(c: Connection, id: string, drain: DrainProof): void {
+  if (drain !== "cgroup" && drain !== "subreaper") {
+    throw new TypeError(`Invalid drain proof: "${drain}"`);
+  }
+  c.write("record operation drain", () => {
+    c.run("UPDATE operation_views SET drain = :drain WHERE operation = :id", { id, drain });
+  });
+}
+
 /** See `CheckpointJournal.viewOf`. */
-export function viewOf(c: Connection, id: string): OperationView | null {
+export function viewOf(c: Connection, id: string): OperationViewRecord | null {
   const row = c.get("SELECT * FROM operation_views WHERE operation = :id", { id });
   if (row === undefined) return null;
-  return { view: row.view === "relative" ? "relative" : "project", reason: String(row.reason) };
+  return {
+    view: row.view === "relative" ? "relative" : "project",
+    reason: String(row.reason),
+    drain: row.drain === "cgroup" || row.drain === "subreaper" ? row.drain : null,
+  };
 }

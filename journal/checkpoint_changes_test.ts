@@ -44,13 +44,50 @@ Deno.test({ name: "operation view: project or relative, kept once", permissions 
   assert.equal(c.viewOf("o1"), null);
   c.recordView("o1", { view: "relative", reason: "no mount namespace" });
   c.recordView("o1", { view: "project", reason: "again" });
-  assert.deepEqual(c.viewOf("o1"), { view: "relative", reason: "no mount namespace" });
+  // Launched before its view was kept (as no daemon does): no drain proof on it.
+  assert.deepEqual(c.viewOf("o1"), { view: "relative", reason: "no mount namespace", drain: null });
   assert.throws(
     () => c.recordView("o1", { view: "other" as "project", reason: "" }),
     TypeError,
   );
   assert.throws(() => c.recordView("nope", { view: "project", reason: "" }), Deno.errors.NotFound);
 });
+
+Deno.test(
+  { name: "operation drain proof: kept with the launch, survives a reopen", permissions },
+  () => {
+    const path = freshPath(dir);
+    {
+      using j = Journal.open(path);
+      const c = j.checkpoints;
+      startSession(c);
+      const head = c.getSession("s1")!.head;
+      for (const [id, drain] of [["o1", "cgroup"], ["o2", "subreaper"]] as const) {
+        c.recordOperation({
+          id,
+          session: "s1",
+          expectedHead: head,
+          argv: ["true"],
+          cwd: ".",
+          createdMs: 1,
+        });
+        c.recordView(id, { view: "project", reason: "root" });
+        assert.equal(c.viewOf(id)?.drain, null, "not launched yet");
+        assert.ok(c.launchOperation(id, 2, drain));
+        assert.deepEqual(c.viewOf(id), { view: "project", reason: "root", drain });
+        // A launch again (from another state) changes nothing.
+        assert.equal(c.launchOperation(id, 3, drain === "cgroup" ? "subreaper" : "cgroup"), false);
+        assert.equal(c.viewOf(id)?.drain, drain);
+        assert.ok(c.drainOperation(id, { kind: "exited", code: 0 }, 4));
+        assert.ok(c.discardOperation(id, 5));
+      }
+      assert.throws(() => c.launchOperation("o3", 2, "other" as "cgroup"), Deno.errors.NotFound);
+    }
+    using j = Journal.open(path);
+    assert.equal(j.checkpoints.viewOf("o1")?.drain, "cgroup");
+    assert.equal(j.checkpoints.viewOf("o2")?.drain, "subreaper");
+  },
+);
 
 Deno.test({ name: "the intent keeps the paths in its one transaction", permissions }, () => {
   using j = Journal.open(freshPath(dir));

@@ -25,7 +25,12 @@ import {
 import * as sessions from "./_checkpoint_sessions.ts";
 import * as changed from "./_checkpoint_changes.ts";
 import { compactStacks } from "./_checkpoint_compact.ts";
-import type { OperationChanges, OperationView } from "./_checkpoint_changes.ts";
+import type {
+  DrainProof,
+  OperationChanges,
+  OperationView,
+  OperationViewRecord,
+} from "./_checkpoint_changes.ts";
 import type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 import type { Connection } from "./_connection.ts";
 import type {
@@ -36,7 +41,13 @@ import type {
 } from "../model/checkpoint.ts";
 
 export type { BindResult, NewOperation, RecordResult, StaleHead } from "./_checkpoint_ops.ts";
-export type { ChangedPath, OperationChanges, OperationView } from "./_checkpoint_changes.ts";
+export type {
+  ChangedPath,
+  DrainProof,
+  OperationChanges,
+  OperationView,
+  OperationViewRecord,
+} from "./_checkpoint_changes.ts";
 export type { LogEntry, NewFork, NewSession, RollbackResult } from "./_checkpoint_sessions.ts";
 
 /** Sessions, checkpoints and operations in the journal. */
@@ -132,11 +143,22 @@ export class CheckpointJournal {
     return ops.recordOperation(this.#c, o);
   }
 
-  /** `recorded -> launched`. Returns false, changing nothing, from another state. */
-  launchOperation(id: string, nowMs: number): boolean {
+  /**
+   * `recorded -> launched`, with what will prove its process tree gone (kept
+   * on its view's row, in the same transaction). Returns false, changing
+   * nothing, from another state.
+   */
+  launchOperation(id: string, nowMs: number, drain?: DrainProof): boolean {
     // Not fsynced on its own: see drainOperation.
     return this.#c.unsynced(() =>
-      ops.moveOperation(this.#c, id, "launch", { launched_ms: time(nowMs, "nowMs") })
+      this.#c.write("launch operation", () => {
+        const moved = ops.moveOperation(this.#c, id, "launch", {
+          launched_ms: time(nowMs, "nowMs"),
+        });
+        // The completeness receipt's drain proof, with the move (docs/checkpoints.md step 3).
+        if (moved && drain !== undefined) changed.recordDrain(this.#c, id, drain);
+        return moved;
+      })
     );
   }
 
@@ -260,8 +282,11 @@ export class CheckpointJournal {
     this.#c.unsynced(() => changed.recordView(this.#c, id, view));
   }
 
-  /** What {@linkcode CheckpointJournal.recordView} kept for an operation, or null. */
-  viewOf(id: string): OperationView | null {
+  /**
+   * What {@linkcode CheckpointJournal.recordView} kept for an operation, with
+   * the drain proof its launch recorded; or null.
+   */
+  viewOf(id: string): OperationViewRecord | null {
     return this.#c.read("read operation view", () => changed.viewOf(this.#c, id));
   }
 

@@ -473,6 +473,17 @@ export const MIGRATIONS: readonly Migration[] = [
       INSERT INTO admission_counts (name, n) VALUES ('admitted', 0), ('refused', 0);
     `,
   },
+  {
+    version: 13,
+    name: "operation_views.drain: what proved an operation's process tree gone (issue 14)",
+    // docs/checkpoints.md "An operation", step 3: the completeness receipt is
+    // this drain proof with the view. NULL: an operation from before, or one
+    // never launched.
+    sql: `
+      ALTER TABLE operation_views ADD COLUMN drain TEXT
+        CHECK (drain IS NULL OR drain IN ('cgroup', 'subreaper'));
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

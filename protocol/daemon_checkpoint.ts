@@ -11,6 +11,8 @@
  * @module
  */
 
+import type { CompletenessReceipt } from "../model/op_receipt.ts";
+
 /** The longest session name or checkpoint id (or prefix) a frame may carry. */
 const MAX_NAME = 256;
 
@@ -64,6 +66,8 @@ export interface CheckpointInfo {
     readonly exit: string | null;
     /** `sealed`, `no-change` or `discarded`. */
     readonly disposition: string | null;
+    /** Its completeness receipt, as `marsh log --json` has it (null: no view was kept). */
+    readonly receipt: CompletenessReceipt | null;
   } | null;
 }
 

@@ -4,12 +4,15 @@
  * docs/checkpoints.md): `marsh session start`, `sessions`, `session rm`,
  * `log`, `rollback`, `fork` and `op`. Each request is answered by one reply
  * frame, or an `error` frame (its `code` is the exit status,
- * docs/messages.md). `op.run` is answered by `op.launched`, then `op.done`;
+ * docs/messages.md). `op.run` is answered by `op.launched`, then any number
+ * of `op.lingering`, then `op.done`;
  * the caller may send `op.cancel` between them, and closing the connection
  * cancels too.
  *
  * @module
  */
+
+import type { CompletenessReceipt } from "../model/op_receipt.ts";
 
 /** Which session a request means: by name, or null for the project's one open session. */
 type SessionChoice = string | null;
@@ -214,6 +217,12 @@ export interface LogOperation {
    */
   readonly view: string | null;
   readonly view_reason: string | null;
+  /**
+   * Its completeness receipt (docs/checkpoints.md "An operation", step 3):
+   * complete only when its process tree was seen gone and its overlay was
+   * the only writable view; null when it ran without a kept view.
+   */
+  readonly receipt: CompletenessReceipt | null;
 }
 
 /** One line of `marsh log --json`. */
@@ -277,6 +286,24 @@ export interface OpLaunchedReply {
   readonly head: string;
 }
 
+/**
+ * Between `op.launched` and `op.done`, each time it changes after the command
+ * exited: the processes it left running, which keep the operation open
+ * (docs/checkpoints.md "An operation", step 3).
+ */
+export interface OpLingeringReply {
+  readonly v: 1;
+  readonly t: "op.lingering";
+  readonly operation: string;
+  readonly session: string;
+  /** The first of them, by pid, each with its command line (cut). */
+  readonly processes: readonly { readonly pid: number; readonly command: string }[];
+  /** How many more there are. */
+  readonly more: number;
+  /** A line for stderr. */
+  readonly message: string;
+}
+
 /** `op.run`'s last reply. */
 export interface OpDoneReply {
   readonly v: 1;
@@ -317,6 +344,7 @@ export type SessionDaemonFrame =
   | SessionLogReply
   | RolledBackReply
   | OpLaunchedReply
+  | OpLingeringReply
   | OpDoneReply;
 
 /** The `t` of every {@linkcode SessionDaemonFrame}. */
@@ -327,6 +355,7 @@ export const SESSION_DAEMON_FRAMES: ReadonlySet<string> = new Set([
   "checkpoints",
   "session.rolledback",
   "op.launched",
+  "op.lingering",
   "op.done",
 ]);
 
@@ -465,6 +494,8 @@ export function sessionReplyOk(x: Record<string, unknown>): boolean {
       return s("session") && s("to") && s("message");
     case "op.launched":
       return s("operation") && s("session");
+    case "op.lingering":
+      return s("operation") && Array.isArray(x.processes) && s("message");
     case "op.done":
       return s("operation") && typeof x.status === "number" && s("message") && s("state");
   }

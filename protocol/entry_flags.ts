@@ -73,6 +73,7 @@ export const DAEMON_ENV: readonly string[] = [
     "MARSH_CANCEL_GRACE_MS",
     "MARSH_TEST_PAUSE_AT",
     "MARSH_FORKS",
+    "MARSH_SHELL_VIEW",
     ...RUNTIME_ENV,
     ...WORKER_ENV,
   ]),

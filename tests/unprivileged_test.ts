@@ -713,3 +713,28 @@ Deno.test({
   const svc = await w.service();
   assert.deepEqual((await mountsOf(svc.pid, w.base)).filter((p) => p.includes(".compare-")), []);
 });
+
+Deno.test({
+  name:
+    "unprivileged: where no overlay can be mounted (MARSH_FORKS=copy), marsh session start is refused, changing nothing",
+  permissions: PERMISSIONS,
+}, async () => {
+  await using w = await World.create({ MARSH_FORKS: "copy" });
+  const before = fingerprint(w.project);
+  // No copy_fallback view or native operation: a session that cannot have its overlays is refused.
+  const r = await w.marsh(["session", "start", "fix"]);
+  assert.equal(r.code, 125, show(r));
+  assert.match(
+    r.stderr,
+    new RegExp(
+      `\nmarsh session start: cannot take the snapshot of ${w.project}: checkpoint sessions need overlay mounts, and none can be made in ${w.project}: .+; they have no copy fallback \\(docs/checkpoints.md\\): run the daemon as root, or as a user where unshare -Urm works with MARSH_FORKS=auto \\(marsh status shows which forks this host allows\\)\n$`,
+    ),
+  );
+  const listed = await w.marsh(["sessions", "--json"]);
+  assert.equal(listed.code, 0, show(listed));
+  assert.deepEqual(JSON.parse(listed.stdout).sessions, []);
+  assert.ok(!exists(`${w.project}/.marsh/session/fix`), "no session dir");
+  // Only marsh's own dir (its lock) is new: the project's files are as they were.
+  const changed = fingerprintDiff(before, fingerprint(w.project));
+  assert.deepEqual(changed.filter((l) => !/^. \.marsh(\/|:)/.test(l)), [], changed.join("\n"));
+});

@@ -112,7 +112,10 @@ export class SessionPlace implements Disposable {
     const choice = chooseForks(this.marsh);
     if (choice.mode === null) {
       throw new RefusedError(
-        `checkpoint sessions need overlay mounts, and none can be made in ${this.root}: ${choice.reason}`,
+        `checkpoint sessions need overlay mounts, and none can be made in ${this.root}: ` +
+          `${choice.reason}; they have no copy fallback (docs/checkpoints.md): run the daemon as ` +
+          `root, or as a user where unshare -Urm works with MARSH_FORKS=auto (marsh status ` +
+          `shows which forks this host allows)`,
       );
     }
     return choice.mode;

@@ -369,7 +369,7 @@ export function listingOrder(roots: readonly ForestNode[]): ForestNode[] {
 
 /**
  * The trees a text listing shows, in order, and how many the scope left
- * out: a session's own; for the host the running trees, those started in
+ * out: a session's own (its topmost nodes, wherever they hang); for the host the running trees, those started in
  * the last hour and the {@linkcode HOST_NEWEST_TREES} newest; `all` every
  * one.
  */
@@ -381,7 +381,17 @@ export function scopeTrees(
   const ordered = listingOrder(roots);
   if (scope.kind === "all") return { trees: ordered, hidden: 0 };
   if (scope.kind === "session") {
-    return { trees: ordered.filter((t) => nodeSession(t) === scope.session), hidden: 0 };
+    // A session's split may sit under another's branch: its trees are its topmost nodes.
+    const own: ForestNode[] = [];
+    const seen = new Set<ForestNode>();
+    const walk = (n: ForestNode) => {
+      if (seen.has(n)) return;
+      seen.add(n);
+      if (nodeSession(n) === scope.session) own.push(n);
+      else childrenOf(n).forEach(walk);
+    };
+    roots.forEach(walk);
+    return { trees: listingOrder(own), hidden: 0 };
   }
   const newest = new Set(
     [...ordered].sort((a, b) => nodeCreated(b) - nodeCreated(a)).slice(0, HOST_NEWEST_TREES),

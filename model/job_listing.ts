@@ -87,9 +87,10 @@ function jobRow(
       ...(opts.parent === true ? [parentColumn(j)] : []),
       `${glyph}${opts.label === undefined ? command : `${opts.label}: ${command}`}`,
     ],
-    note: j.cleanup === "uncertain"
-      ? `  cleanup uncertain (run marsh workers reset ${j.command})`
-      : "",
+    note: (j.lineage.consumes === undefined ? "" : `  (consumes split ${j.lineage.consumes})`) +
+      (j.cleanup === "uncertain"
+        ? `  cleanup uncertain (run marsh workers reset ${j.command})`
+        : ""),
   };
 }
 

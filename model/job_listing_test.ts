@@ -684,6 +684,27 @@ Deno.test({ name: "marsh jobs show: lineage and children, text and JSON", permis
 });
 
 Deno.test({
+  name: "marsh jobs: a root job after a join says which split it consumes",
+  permissions: {},
+}, () => {
+  const j = listed("cons0000", {
+    command: "codex",
+    args: ["exec", "apply it"],
+    lineage: {
+      parent: "session:sess1",
+      root: "cons0000",
+      depth: 1,
+      spawn: [],
+      consumes: "sp1aaaaa1111",
+    },
+  });
+  assert.equal(
+    formatJobsText(buildForest([j], []), { kind: "all" }, NOW, { tree: true }).split("\n")[1],
+    "cons0000  1m ago   finished  0     9.0s  codex exec 'apply it'  (consumes split sp1aaaaa1111)",
+  );
+});
+
+Deno.test({
   name: "marsh jobs: records that point at each other are each listed once",
   permissions: {},
 }, () => {

@@ -178,7 +178,8 @@ the nearest directory up with a .git, else this one), as a tree: per split
 its state, creation time and directory, then per branch its state,
 placement, status, changed-file count, job id and trust flag, and why a
 split was kept or cancelled. --all lists every project's; an ID shows that
-split wherever it is.
+split wherever it is, with the splits made under it (by its branches and
+their jobs) indented beneath it.
 
 A running branch whose shell exited while processes it started still run (a
 \`setsid\` daemon, a background job) is held until they end: the listing names
@@ -398,7 +399,7 @@ function buildProgram(
     .enablePositionalOptions()
     .option("--all", "every project's splits, not only this one's")
     .option("--json", 'print {"splits":[<manifest>...],"root":"<project>"}')
-    .argument("[ID]", "only this split")
+    .argument("[ID]", "only this split and the splits made under it")
     .addHelpText("after", SPLITS_HELP)
     .action(async (id: string | undefined, opts: { json?: boolean; all?: boolean }) => {
       setStatus(

@@ -1,6 +1,7 @@
 /**
- * `marsh jobs [--json]` (the Kit jobs the caller may see: the host sees
- * all) and `marsh workers reset KIT` (remove the Kit's leftover containers,
+ * `marsh jobs [--tree] [--all] [--json]` and `marsh jobs show JOB [--json]`
+ * (the daemon renders what the caller may see: docs/rules.md "Lineage") and
+ * `marsh workers reset KIT` (remove the Kit's leftover containers,
  * verified, and release the pool slots their uncertain jobs held).
  *
  * Needs what {@linkcode connectDaemon} needs.
@@ -9,57 +10,62 @@
  */
 
 import type { Command } from "commander";
-import type { JobInfo, WorkersResetReply } from "../protocol/daemon.ts";
-import { connectDaemon, type DaemonConnection, request } from "./daemon_connect.ts";
+import type { WorkersResetReply } from "../protocol/daemon.ts";
+import { CliError } from "./cli_error.ts";
+import {
+  connectDaemon,
+  type DaemonConnection,
+  DaemonConnectionError,
+  request,
+} from "./daemon_connect.ts";
 import type { EngineCommandsContext } from "./engine_command.ts";
 import type { CliIo } from "./io.ts";
 
 const enc = new TextEncoder();
 
+/** What `marsh jobs` asks: the flat or drawn listing, or one job. */
+export type JobsView =
+  | { readonly view: "list" | "tree"; readonly all: boolean; readonly json: boolean }
+  | { readonly view: "show"; readonly job: string; readonly json: boolean };
+
 /**
- * Lists Kit jobs and returns the exit status.
+ * `marsh jobs [--tree] [--all] [--json]` or `marsh jobs show JOB [--json]`:
+ * prints what the daemon rendered (docs/rules.md "Lineage") and returns the
+ * exit status.
  *
  * @throws {CliError} with the daemon's message and status when it refuses
  */
 export async function jobsCommand(
-  opts: { readonly json: boolean },
+  opts: JobsView,
   io: CliIo,
   connect: () => Promise<DaemonConnection> = connectDaemon,
 ): Promise<number> {
+  const who = opts.view === "show" ? "marsh jobs show" : "marsh jobs";
   await using conn = await connect();
-  const reply = await request(conn, { v: 1, t: "jobs.list" }, ["jobs"], "marsh jobs", io.error);
-  const text = opts.json ? `${JSON.stringify({ jobs: reply.jobs })}\n` : formatJobs(reply.jobs);
-  await io.write(enc.encode(text));
-  return 0;
-}
-
-/**
- * The text listing, newest first: a header, then per job its id, Kit,
- * split/label, state and status (exit code or why), and a note when its
- * container's removal is unconfirmed.
- */
-export function formatJobs(jobs: readonly JobInfo[]): string {
-  if (jobs.length === 0) return "no jobs recorded\n";
-  const rows = [["JOB", "KIT", "SPLIT/LABEL", "STATE", "STATUS"]];
-  const notes: (string | null)[] = [null];
-  for (const j of jobs) {
-    rows.push([j.id, j.kit, `${j.split}/${j.label}`, j.state, j.status ?? "-"]);
-    notes.push(
-      j.cleanup === "uncertain"
-        ? `cleanup uncertain${
-          j.container === null ? "" : ` (container ${j.container.slice(0, 12)})`
-        }: run marsh workers reset ${j.kit}`
-        : null,
+  try {
+    await conn.send(
+      opts.view === "show"
+        ? { v: 1, t: "jobs.list", view: "show", all: false, json: opts.json, job: opts.job }
+        : { v: 1, t: "jobs.list", view: opts.view, all: opts.all, json: opts.json },
     );
+    for await (const f of conn) {
+      if (f.t === "chunk") {
+        if (!await io.write(Uint8Array.fromBase64(f.data))) return 0;
+      } else if (f.t === "jobs") {
+        return 0;
+      } else if (f.t === "notice") {
+        io.error(f.message);
+      } else if (f.t === "error") {
+        throw new CliError(`${who}: ${f.message}`, f.code);
+      } else {
+        throw new DaemonConnectionError(`an unexpected ${f.t} frame from the daemon`);
+      }
+    }
+    throw new DaemonConnectionError("the daemon closed the connection without a reply");
+  } catch (cause) {
+    if (!(cause instanceof DaemonConnectionError)) throw cause;
+    throw new CliError(`${who}: ${cause.message}`, 2, { cause });
   }
-  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r, i) => {
-    const line = r.map((cell, c) => c === r.length - 1 ? cell : cell.padEnd(widths[c]!)).join(
-      "  ",
-    );
-    const note = notes[i];
-    return note ? `${line}  ${note}\n` : `${line}\n`;
-  }).join("");
 }
 
 /**
@@ -114,16 +120,35 @@ export function formatReset(r: Omit<WorkersResetReply, "v" | "t">): string {
 }
 
 const JOBS_HELP = `
-One line per Kit job, newest first: job id, Kit, split/label, state
-(queued, running, finished, failed, cancelled, uncertain) and status
-(exited N, failed: <why>, cancelled). A job whose container may still exist
-says so: its pool slot stays held until \`marsh workers reset KIT\`.
-The host sees every job; inside a shell branch, the jobs of splits that
-branch created.
+One line per job: ID (8 characters), STARTED, STATE (queued, running,
+finished, failed, cancelled, uncertain), EXIT, RUN (from its Kit VM being
+ready to its end), PARENT (the parent job, or a branch's split; - for a
+root) and COMMAND. Trees with a queued or running job come first, then the
+newest. --tree draws each tree (without PARENT): splits, their branches
+(a shell branch as SPLIT/LABEL) and fanouts are rows too.
+From a shell branch: the trees its session started. From a host terminal:
+the running trees, those of the last hour and the five newest. --all lists
+every tree; --json is never scoped. Inside a Kit job: only its own subtree.
+A job whose container may still exist says so: its slot stays held until
+\`marsh workers reset KIT\`.
 
 Examples:
   marsh jobs
+  marsh jobs --tree --all
   marsh jobs --json | jq '.jobs[] | select(.state == "uncertain")'
+  marsh jobs show 1a2b3c4d
+`;
+
+const SHOW_HELP = `
+Prints the job's state, status and run time, then its lineage: parent
+(session:ID, job:ID or split:ID/LABEL), root, depth, spawn (the names it may
+start), split (a split branch's job) and children (the jobs it started,
+its splits' branch jobs included). JOB is a job id or at least its first
+8 characters. --json prints the marsh.jobs/v1 job with status, container
+and lineage.children.
+
+Example:
+  marsh jobs show 1a2b3c4d --json
 `;
 
 const RESET_HELP = `
@@ -137,25 +162,42 @@ Example:
 `;
 
 /**
- * Adds `marsh jobs [--json]` to `program`, described by `description` and
- * `help` (the host's and the in-job CLI's say what each may see).
+ * Adds `marsh jobs [--tree] [--all] [--json]` and `marsh jobs show JOB
+ * [--json]` to `program`, described by `description` and `help` (the
+ * host's and the in-job CLI's say what each may see).
  */
 export function registerJobsList(
   program: Command,
   ctx: Pick<EngineCommandsContext, "io" | "setStatus" | "userErrors">,
-  description = "List Kit jobs (argv branches) with their state and exit.",
+  description = "List jobs and their trees: state, exit, run time, parent.",
   help = JOBS_HELP,
 ): void {
   const { io, setStatus, userErrors } = ctx;
-  userErrors(program.command("jobs"), "marsh jobs")
+  const jobs = userErrors(program.command("jobs"), "marsh jobs")
     .description(description)
-    .option(
-      "--json",
-      'print {"jobs":[{id,kit,split,label,state,status,code,container,cleanup,args,...}]}',
-    )
+    .usage("[--tree] [--all] [--json] | show JOB [--json]")
+    // `show --json` is the subcommand's option, not the listing's.
+    .enablePositionalOptions()
+    .option("--tree", "draw each tree: splits, branches and fanouts as rows")
+    .option("--all", "every tree, not only this session's or the recent ones")
+    .option("--json", 'print {"schema":"marsh.jobs/v1","jobs":[...]} (--tree: marsh.jobs.tree/v1)')
     .addHelpText("after", help)
-    .action(async (opts: { json?: boolean }) => {
-      setStatus(await jobsCommand({ json: opts.json === true }, io));
+    .action(async (opts: { tree?: boolean; all?: boolean; json?: boolean }) => {
+      setStatus(
+        await jobsCommand({
+          view: opts.tree === true ? "tree" : "list",
+          all: opts.all === true,
+          json: opts.json === true,
+        }, io),
+      );
+    });
+  userErrors(jobs.command("show"), "marsh jobs show")
+    .description("Show one job: its state and its lineage (parent, root, depth, spawn, children).")
+    .argument("<JOB>", "a job id, or at least its first 8 characters")
+    .option("--json", "print the job as JSON, with lineage.children")
+    .addHelpText("after", SHOW_HELP)
+    .action(async (job: string, opts: { json?: boolean }) => {
+      setStatus(await jobsCommand({ view: "show", job, json: opts.json === true }, io));
     });
 }
 

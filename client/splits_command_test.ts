@@ -148,6 +148,7 @@ const STATUS: StatusReply = {
   splits: { active: 1, awaiting: 2, kept: 3 },
   forks: { strategy: "overlay", reason: "the daemon may mount", policy: "auto" },
   view: { view: "project", reason: "root: a private mount namespace" },
+  processes: { running: 2, refused: 5, held: 1 },
 };
 
 Deno.test({ name: "status and daemon status with a daemon", permissions }, async () => {
@@ -166,7 +167,8 @@ Deno.test({ name: "status and daemon status with a daemon", permissions }, async
     r.text,
     "daemon: running (pid 4242, since 2025-01-02T00:00:00.000Z)\ncontrol dir: /h\n" +
       "splits: 1 active, 2 awaiting, 3 kept\nforks: overlay (the daemon may mount)\n" +
-      "shell branches: project view (root: a private mount namespace)\n",
+      "shell branches: project view (root: a private mount namespace)\n" +
+      "processes: 2 running, 5 refused, 1 held\n",
   );
   r = await marsh(["status", "--json"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);
@@ -175,6 +177,7 @@ Deno.test({ name: "status and daemon status with a daemon", permissions }, async
     splits: STATUS.splits,
     forks: STATUS.forks,
     view: STATUS.view,
+    processes: { running: 2, refused: 5, held: 1 },
   });
   r = await marsh(["daemon", "status"], { home: home.path, stdin: "null" });
   assert.equal(r.code, 0, r.stderr);

@@ -20,6 +20,7 @@ import {
   waitUntilGone,
 } from "./daemon_connect.ts";
 import type { CliIo } from "./io.ts";
+import { processesText } from "../model/job_lineage.ts";
 
 const enc = new TextEncoder();
 
@@ -37,7 +38,8 @@ function since(ms: number): string {
 }
 
 /**
- * `marsh status`: the daemon and its split counts. Exit 0 whether or not a
+ * `marsh status`: the daemon, its split counts and its processes (jobs
+ * running, launches refused, slots held: docs/rules.md "Lineage"). Exit 0 whether or not a
  * daemon runs.
  *
  * @throws {CliError} when the control dir or socket is unsafe, or the daemon fails
@@ -63,14 +65,15 @@ export async function statusCommand(
     await print(io, `${JSON.stringify(rest)}\n`);
     return 0;
   }
-  const { daemon, splits, forks, view } = reply;
+  const { daemon, splits, forks, view, processes } = reply;
   await print(
     io,
     `daemon: running (pid ${daemon.pid}${since(daemon.started_unix_ms)})\n` +
       `control dir: ${daemon.home}\n` +
       `splits: ${splits.active} active, ${splits.awaiting} awaiting, ${splits.kept} kept\n` +
       (forks ? `forks: ${forks.strategy} (${forks.reason})\n` : "") +
-      (view ? `shell branches: ${view.view} view (${view.reason})\n` : ""),
+      (view ? `shell branches: ${view.view} view (${view.reason})\n` : "") +
+      (processes ? `${processesText(processes)}\n` : ""),
   );
   return 0;
 }

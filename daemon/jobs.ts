@@ -1,6 +1,6 @@
 /**
- * Kit jobs as the daemon shows and settles them: `marsh jobs` (the jobs a
- * caller may see), `marsh workers reset KIT` (the Kit's leftover
+ * Kit jobs as the daemon shows and settles them: `marsh jobs` (the job
+ * forest a caller may see, `daemon/jobs_view.ts`), `marsh workers reset KIT` (the Kit's leftover
  * containers removed, verified, and the slots their jobs held released),
  * and what a restart found (uncertain jobs keep their slots: docs/rules.md "Kit jobs").
  *
@@ -14,33 +14,15 @@
  */
 
 import type { Journal } from "../journal/journal.ts";
-import type { JobRecord, RecoveryReport } from "../journal/records.ts";
+import type { RecoveryReport } from "../journal/records.ts";
 import { kitNameProblem } from "../model/kit_name.ts";
-import type { JobInfo, WorkersResetReply } from "../protocol/daemon.ts";
-import type { Authority } from "./conn.ts";
+import { type JobsListRequest, SPOOL_CHUNK, type WorkersResetReply } from "../protocol/daemon.ts";
+import type { Authority, Conn } from "./conn.ts";
+import { jobsOutput } from "./jobs_view.ts";
 import type { Log } from "./log.ts";
 import type { BranchPool } from "./pool.ts";
 import { RequestError } from "./request_error.ts";
 import type { KitResetResult } from "./worker_link.ts";
-
-/** A job as the protocol carries it. */
-export function jobInfo(j: JobRecord): JobInfo {
-  return {
-    id: j.id,
-    kit: j.kit,
-    split: j.split,
-    label: j.label,
-    state: j.state,
-    status: j.status,
-    code: j.code,
-    container: j.container,
-    cleanup: j.cleanup,
-    args: [...j.args],
-    created_unix_ms: j.createdMs,
-    started_unix_ms: j.startedMs,
-    finished_unix_ms: j.finishedMs,
-  };
-}
 
 /** The pool holder of a job's slot. */
 export function slotHolder(j: { readonly split: string; readonly label: string }): string {
@@ -63,6 +45,8 @@ export function heldByUncertainJobs(
     `${n} held by uncertain jobs on Kit ${kit}: run marsh workers reset ${kit}`
   ).join("; ");
 }
+
+const enc = new TextEncoder();
 
 /** What {@linkcode KitJobs} drives. */
 export interface KitJobsDeps {
@@ -126,34 +110,17 @@ export class KitJobs {
   }
 
   /**
-   * `marsh jobs`: every job for the host; a branch sees the jobs of splits
-   * it created; a Kit job its own subtree (the jobs of the splits it made,
-   * theirs, and so on: at most the depth limit deep).
+   * `marsh jobs` and `marsh jobs show` (`daemon/jobs_view.ts`), sent as
+   * `chunk` frames then `jobs`: a Kit job sees only its own subtree.
+   *
+   * @throws {RequestError} 2 for `show` of a malformed, unknown or ambiguous job
    */
-  list(auth: Authority): JobInfo[] {
-    const { journal } = this.#d;
-    if (auth.kind === "job") {
-      const seen = new Set<string>();
-      const jobs: JobRecord[] = [];
-      for (let frontier = [auth.job]; frontier.length > 0;) {
-        const next: string[] = [];
-        for (const parent of frontier) {
-          for (const j of journal.listJobs({ creatorJob: parent })) {
-            if (seen.has(j.id)) continue;
-            seen.add(j.id);
-            jobs.push(j);
-            next.push(j.id);
-          }
-        }
-        frontier = next;
-      }
-      jobs.sort((a, b) => b.createdMs - a.createdMs);
-      return jobs.map(jobInfo);
+  async list(conn: Conn, req: JobsListRequest): Promise<void> {
+    const bytes = enc.encode(jobsOutput(this.#d.journal, conn.authority, req, Date.now()));
+    for (let at = 0; at < bytes.length; at += SPOOL_CHUNK) {
+      await conn.send({ v: 1, t: "chunk", data: bytes.subarray(at, at + SPOOL_CHUNK).toBase64() });
     }
-    const jobs = auth.kind === "host"
-      ? journal.listJobs()
-      : journal.listJobs({ creatorSession: auth.session });
-    return jobs.map(jobInfo);
+    await conn.send({ v: 1, t: "jobs" });
   }
 
   /**

@@ -278,6 +278,7 @@ async function main(): Promise<number> {
       splits: journal.counts(),
       forks,
       view: shellView,
+      processes: journal.jobTree.processes(),
     }),
     gc: async (cwd, dryRun) => {
       if (!dryRun) sweepAttempts(home, journal, log);

@@ -84,6 +84,7 @@ export interface ServerHooks {
     splits: { active: number; awaiting: number; kept: number };
     forks: { strategy: string; reason: string; policy: string };
     view: { view: "project" | "fork"; reason: string };
+    processes: { running: number; refused: number; held: number };
   };
   /** `marsh logs`: streams a branch's output on `conn` (`daemon/branch_logs.ts`). */
   logs(conn: Conn, req: LogsRequest): Promise<void>;
@@ -411,8 +412,7 @@ export class Server implements BranchSockets {
         });
         return;
       case "jobs.list":
-        await conn.send({ v: 1, t: "jobs", jobs: this.#kitJobs().list(conn.authority) });
-        return;
+        return await this.#kitJobs().list(conn, frame);
       case "workers.reset":
         await conn.send({
           v: 1,

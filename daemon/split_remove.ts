@@ -31,7 +31,29 @@ export function list(cx: SplitContext, auth: Authority, id?: string) {
   if (id && visible.length === 0) {
     throw new RequestError(2, `split ${id} was not created by this caller`);
   }
+  // `marsh splits ID` shows the splits made under it too (its branches' jobs' and theirs):
+  // they are part of the tree the caller may see (docs/guide.md "marsh splits").
+  if (id) visible.push(...nestedSplits(cx, id));
   return visible.map((s) => cx.controls.decorate(manifestOf(s, journal.branches(s.id))));
+}
+
+/** Every split made under split `id`'s branches, theirs, and so on, newest first per level. */
+function nestedSplits(cx: SplitContext, id: string): SplitRecord[] {
+  const out: SplitRecord[] = [];
+  const seen = new Set([id]);
+  for (let frontier = [id]; frontier.length > 0;) {
+    const next: string[] = [];
+    for (const parent of frontier) {
+      for (const s of cx.d.journal.listSplits({ parent })) {
+        if (seen.has(s.id)) continue;
+        seen.add(s.id);
+        out.push(s);
+        next.push(s.id);
+      }
+    }
+    frontier = next;
+  }
+  return out;
 }
 
 /** `marsh splits rm ID`: removes a kept (or cancelled, joined, uncertain) split. */

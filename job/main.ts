@@ -113,12 +113,14 @@ function readJobJson(): JobView {
 }
 
 const JOBS_HELP = `
-One line per Kit job this job may see (the jobs it started, and theirs),
-newest first: job id, Kit, split/label, state and status.
+This job's own subtree only (itself, the jobs it started, its splits and
+their branch jobs, and theirs), in every form, --all and --json included:
+ID, STARTED, STATE, EXIT, RUN, PARENT and COMMAND; --tree draws it.
 
 Examples:
-  marsh jobs
+  marsh jobs --tree
   marsh jobs --json
+  marsh jobs show "$MARSH_JOB"
 `;
 
 const JOB_HELP = `
@@ -133,7 +135,7 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
   registerJobsList(
     program,
     ctx,
-    "List the Kit jobs this job may see, with their state and exit.",
+    "List this job's own subtree of jobs: state, exit, run time, parent.",
     JOBS_HELP,
   );
   registerFanoutCommands(program, ctx, {

@@ -192,7 +192,9 @@ Deno.test(
     const serve = (async () => {
       const conn = await daemon.accept();
       await conn.expect("jobs.list");
-      await conn.send({ v: 1, t: "jobs", jobs: [] });
+      const doc = new TextEncoder().encode('{"schema":"marsh.jobs/v1","jobs":[]}\n');
+      await conn.send({ v: 1, t: "chunk", data: doc.toBase64() });
+      await conn.send({ v: 1, t: "jobs" });
       await conn.ended;
     })();
     const r = await job(["--link=marsh", "jobs", "--json"], cap, {
@@ -203,7 +205,7 @@ Deno.test(
     });
     await serve;
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { jobs: [] });
+    assert.deepEqual(JSON.parse(r.stdout), { schema: "marsh.jobs/v1", jobs: [] });
   },
 );
 

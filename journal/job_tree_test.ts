@@ -10,7 +10,9 @@ import { Journal } from "./journal.ts";
 import { jobRecord, launch, WIDE } from "./_job_tree_testing.ts";
 import { freshPath, sampleBranch, sampleSplit, scratchDir } from "./_testing.ts";
 import { DEFAULT_ADMISSION_CONFIG } from "../model/job_admission.ts";
-import { formatJobsText, jobsDocument, processesText } from "../model/job_lineage.ts";
+import { processesText } from "../model/job_lineage.ts";
+import { buildForest } from "../model/job_forest.ts";
+import { formatJobsText, jobsDocument } from "../model/job_listing.ts";
 
 const dir = scratchDir("job-tree");
 const permissions: Deno.PermissionOptions = { read: [dir], write: [dir] };
@@ -171,7 +173,7 @@ Deno.test({
     label: "a",
   });
   assert.equal(
-    formatJobsText(listed, { kind: "all" }, 62_000),
+    formatJobsText(buildForest(listed, []), { kind: "all" }, 62_000),
     [
       "ID        STARTED  STATE    EXIT  RUN    PARENT    COMMAND",
       "r1234567  1m ago   running  -     1m00s  -         claude -p 'fix it'",
@@ -180,7 +182,9 @@ Deno.test({
       "",
     ].join("\n"),
   );
-  const doc = jobsDocument(listed) as { jobs: { job_id: string; lineage: unknown }[] };
+  const doc = jobsDocument(buildForest(listed, [])) as {
+    jobs: { job_id: string; lineage: unknown }[];
+  };
   assert.deepEqual(doc.jobs[1]!.lineage, {
     parent: "job:r1234567890",
     root: "r1234567890",

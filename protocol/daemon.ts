@@ -85,7 +85,6 @@ import type {
 } from "./daemon_kits.ts";
 
 export type {
-  JobInfo,
   JobsListRequest,
   JobsReply,
   KitAddedReply,
@@ -358,6 +357,8 @@ export interface StatusReply {
    * host's view from their fork's directory. `reason` says why.
    */
   readonly view: { readonly view: "project" | "fork"; readonly reason: string };
+  /** The job tree's counts (docs/rules.md "Lineage"). */
+  readonly processes: { readonly running: number; readonly refused: number; readonly held: number };
 }
 
 /** What `marsh gc` removed (or would, with `dry_run`). */
@@ -642,8 +643,20 @@ export function parseClientFrame(x: unknown): ClientFrame {
       return { v: 1, t: "kits.list" };
     case "kits.rm":
       return { v: 1, t: "kits.rm", name: str(x, "name", 256) };
-    case "jobs.list":
-      return { v: 1, t: "jobs.list" };
+    case "jobs.list": {
+      if (x.view !== "list" && x.view !== "tree" && x.view !== "show") {
+        throw new DaemonProtocolError("malformed jobs.list frame: view");
+      }
+      const job = x.view === "show" ? { job: str(x, "job", 256) } : {};
+      return {
+        v: 1,
+        t: "jobs.list",
+        view: x.view,
+        all: bool(x, "all"),
+        json: bool(x, "json"),
+        ...job,
+      };
+    }
     case "workers.reset":
       return { v: 1, t: "workers.reset", kit: str(x, "kit", 256) };
     case "resolve.compare":
@@ -734,9 +747,6 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
   }
   if (x.t === "split.discarded" && !discardedReplyOk(x)) {
     throw new DaemonProtocolError("malformed split.discarded frame");
-  }
-  if (x.t === "jobs" && !Array.isArray(x.jobs)) {
-    throw new DaemonProtocolError("malformed jobs frame: jobs");
   }
   if (
     x.t === "workers.reset" &&

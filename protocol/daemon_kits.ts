@@ -42,10 +42,20 @@ export interface KitsRmRequest {
   readonly name: string;
 }
 
-/** `marsh jobs`: the Kit jobs the caller may see. */
+/**
+ * `marsh jobs [--tree] [--all] [--json]` and `marsh jobs show JOB
+ * [--json]`: the daemon renders (docs/rules.md "Lineage") and answers with
+ * `chunk` frames of the output, then `jobs`.
+ */
 export interface JobsListRequest {
   readonly v: 1;
   readonly t: "jobs.list";
+  /** `list` (flat), `tree` (drawn), or `show` (one job, `job`). */
+  readonly view: "list" | "tree" | "show";
+  readonly all: boolean;
+  readonly json: boolean;
+  /** For `show`: the job's id or a prefix of at least 8 characters. */
+  readonly job?: string;
 }
 
 /** `marsh workers reset KIT` (host only). */
@@ -90,32 +100,10 @@ export interface KitRemovedReply {
   readonly kit: KitInfo;
 }
 
-/** A Kit job as `marsh jobs --json` prints it (absent values are null). */
-export interface JobInfo {
-  readonly id: string;
-  readonly kit: string;
-  readonly split: string;
-  readonly label: string;
-  /** `queued`, `running`, `finished`, `failed`, `cancelled` or `uncertain`. */
-  readonly state: string;
-  /** The branch status words: `exited N`, `failed: <why>`, `cancelled`. */
-  readonly status: string | null;
-  readonly code: number | null;
-  /** The container's id, once it existed. */
-  readonly container: string | null;
-  /** `none`, `live`, `removed` or `uncertain` (slot held until `marsh workers reset KIT`). */
-  readonly cleanup: string;
-  readonly args: readonly string[];
-  readonly created_unix_ms: number;
-  readonly started_unix_ms: number | null;
-  readonly finished_unix_ms: number | null;
-}
-
-/** `marsh jobs`. */
+/** The end of `marsh jobs`' output, which came before it in `chunk` frames (base64). */
 export interface JobsReply {
   readonly v: 1;
   readonly t: "jobs";
-  readonly jobs: readonly JobInfo[];
 }
 
 /** One container `marsh workers reset` removed (or left). */

@@ -13,7 +13,12 @@ import type { Manifest } from "../protocol/manifest.ts";
 import { Sandbox, show } from "./_acceptance.ts";
 import { ensureEngine, fixtureKit, listContainers, removeContainers } from "./_engine.ts";
 
-/** One job of `marsh jobs --json`. */
+/**
+ * One job as the tests read it: `marsh jobs --json`'s `marsh.jobs/v1` job
+ * with `marsh jobs show --json`'s status and container, in the record's
+ * words (`kit` is the command, `args` starts with it, `split` and `label`
+ * are its lineage's, `""` for a job no split started).
+ */
 export interface JobJson {
   id: string;
   kit: string;
@@ -28,6 +33,21 @@ export interface JobJson {
   created_unix_ms: number;
   started_unix_ms: number | null;
   finished_unix_ms: number | null;
+  lineage: Record<string, unknown>;
+}
+
+/** One job of `marsh.jobs/v1`. */
+interface JobV1 {
+  job_id: string;
+  command: string;
+  args: string[];
+  state: string;
+  cleanup: string;
+  exit_code: number | null;
+  created_unix_ms: number;
+  started_unix_ms: number | null;
+  finished_unix_ms: number | null;
+  lineage: { split?: string; label?: string } & Record<string, unknown>;
 }
 
 /** A sandbox whose CLI and daemon use the test engine, with Kit `fixture` registered. */
@@ -66,10 +86,33 @@ export class World implements AsyncDisposable {
     return s;
   }
 
+  /** Every job (`marsh jobs --json`), each with its status and container (`marsh jobs show`). */
   async jobs(): Promise<JobJson[]> {
     const r = await this.sb.marsh(["jobs", "--json"]);
     assert.equal(r.code, 0, show(r));
-    return (JSON.parse(r.stdout) as { jobs: JobJson[] }).jobs;
+    const doc = JSON.parse(r.stdout) as { schema: string; jobs: JobV1[] };
+    assert.equal(doc.schema, "marsh.jobs/v1");
+    return await Promise.all(doc.jobs.map(async (j) => {
+      const s = await this.sb.marsh(["jobs", "show", j.job_id, "--json"]);
+      assert.equal(s.code, 0, show(s));
+      const shown = JSON.parse(s.stdout) as { status: string | null; container: string | null };
+      return {
+        id: j.job_id,
+        kit: j.command,
+        split: j.lineage.split ?? "",
+        label: j.lineage.label ?? "",
+        state: j.state,
+        status: shown.status,
+        code: j.exit_code,
+        container: shown.container,
+        cleanup: j.cleanup,
+        args: [j.command, ...j.args],
+        created_unix_ms: j.created_unix_ms,
+        started_unix_ms: j.started_unix_ms,
+        finished_unix_ms: j.finished_unix_ms,
+        lineage: j.lineage,
+      };
+    }));
   }
 
   containersOf(id: string) {

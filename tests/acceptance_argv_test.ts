@@ -115,10 +115,20 @@ Deno.test({
     assert.ok(j.finished_unix_ms >= j.started_unix_ms);
   }
   assert.deepEqual(jobs.find((j) => j.label === "b")?.args, ["fixture", "sh", "-c", "exit 3"]);
+  // The listing's format is golden-tested in tests/acceptance_jobs_test.ts.
   const text = await sb.marsh(["jobs"]);
   assert.equal(text.code, 0, show(text));
-  assert.match(text.stdout, /^JOB +KIT +SPLIT\/LABEL +STATE +STATUS$/m);
-  assert.match(text.stdout, new RegExp(`^[a-z0-9]+ +fixture +${id}/b +finished +exited 3$`, "m"));
+  assert.match(text.stdout, /^ID +STARTED +STATE +EXIT +RUN +PARENT +COMMAND$/m);
+  const b = jobs.find((j) => j.label === "b")!;
+  assert.match(
+    text.stdout,
+    new RegExp(
+      `^${b.id.slice(0, 8)} +\\d+s ago +finished +3 +[0-9.]+s +${
+        id.slice(0, 8)
+      } +fixture sh -c 'exit 3'$`,
+      "m",
+    ),
+  );
 
   const rm = await sb.marsh(["splits", "rm", id]);
   assert.equal(rm.code, 0, show(rm));
@@ -372,10 +382,16 @@ Deno.test({
   const [after] = (await w.jobs()).filter((j) => j.id === job.id);
   assert.equal(after?.state, "uncertain");
   assert.equal(after?.cleanup, "uncertain");
+  assert.equal(after?.container, container, "marsh jobs show names the container");
   const listed = await sb.marsh(["jobs"]);
   assert.match(
     listed.stdout,
-    /cleanup uncertain \(container [0-9a-f]{12}\): run marsh workers reset fixture/,
+    new RegExp(
+      `^${
+        job.id.slice(0, 8)
+      } .* uncertain .*  cleanup uncertain \\(run marsh workers reset fixture\\)$`,
+      "m",
+    ),
   );
 
   // The slot is held: seven more branches fit in the host pool, the eighth does not.

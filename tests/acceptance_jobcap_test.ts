@@ -167,8 +167,16 @@ Deno.test({
   assert.equal(child.state, "joined");
   assert.deepEqual(child.creator, { kind: "job", id: m.branches[0]!.job_id });
   // `marsh jobs` in the job lists its own subtree: the nested branch's job.
-  const seen = JSON.parse(added(patch, "jobs.txt")) as { jobs: { split: string; label: string }[] };
-  assert.deepEqual(seen.jobs.map((j) => [j.split, j.label]), [[child.id, "n"]]);
+  // Its subtree holds the job itself and the nested branch's job (marsh.jobs/v1).
+  const seen = JSON.parse(added(patch, "jobs.txt")) as {
+    schema: string;
+    jobs: { lineage: { split: string; label: string } }[];
+  };
+  assert.equal(seen.schema, "marsh.jobs/v1");
+  assert.deepEqual(seen.jobs.map((j) => [j.lineage.split, j.lineage.label]), [
+    [id, "a"],
+    [child.id, "n"],
+  ]);
   assert.equal((await w.containersOf(id)).length, 0);
 });
 
@@ -319,7 +327,11 @@ Deno.test({
   });
   w.splits.push(job.split);
   // While its daemon lives, the capability answers.
-  assert.match(Deno.readTextFileSync(`${kitHome}/before.txt`), /^\{"jobs":\[\]\}/);
+  // Its own subtree: itself only (marsh.jobs/v1).
+  const before = JSON.parse(Deno.readTextFileSync(`${kitHome}/before.txt`)) as {
+    jobs: { job_id: string }[];
+  };
+  assert.deepEqual(before.jobs.map((j) => j.job_id), [job.id]);
   const workers = await pidsNaming("worker/main.ts", sb.home);
   assert.equal(workers.length, 1, `worker pids ${workers}`);
   // Frozen first, then killed: neither may see the other go and stop the container.

@@ -146,6 +146,12 @@ export class LiveSplit {
 export class SplitContext {
   readonly live = new Map<string, LiveSplit>();
   readonly controls = new BranchControls();
+  /**
+   * Jobs the run path runs here (`marsh run`, a link's child), each with
+   * what stops it: SIGINT to its container now, SIGKILL after the grace,
+   * its deletion verified (`daemon/job_cancel.ts` calls it).
+   */
+  readonly runJobs = new Map<string, (reason: string) => void>();
   /** The control dir, canonical: a shell branch's view binds it read-only. */
   control: string | null = null;
   stopping = false;

@@ -17,6 +17,7 @@ import type { KitCap } from "../protocol/kit_launch.ts";
 import { isReservedEnvName } from "../model/env_name.ts";
 import { stoppedState } from "./branch_controls.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
+import { cancelJobTree } from "./job_cancel.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
 import { admit, newAttempt, settle } from "./split_launch.ts";
@@ -182,6 +183,16 @@ export async function launchKit(
           wall,
           started: p.kind === "running",
         });
+        log.info(
+          `split ${live.id}/${label}: job ${jobId} exited (${signal ?? `code ${code}`})`,
+        );
+        // Its end is now, not once its deletion is verified: what it started goes at once.
+        cancelJobTree(
+          cx,
+          { kind: "branch", split: live.id, label },
+          `its creator (job ${jobId}, ${live.id}/${label}) ended`,
+          { below: true },
+        );
       },
       settled: () => settle(cx, live, b, attempt),
       outputLimit: () => cancel(cx, live.id, OUTPUT_LIMIT_REASON),

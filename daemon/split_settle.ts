@@ -17,7 +17,8 @@ import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import { stoppedState } from "./branch_controls.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
-import { cancel, checkOutput, startLease } from "./split_lease.ts";
+import { cancelJobTree } from "./job_cancel.ts";
+import { checkOutput, startLease } from "./split_lease.ts";
 import { moveBranch, moveSplit } from "./split_moves.ts";
 import { outputSize } from "./split_settings.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
@@ -36,16 +37,19 @@ export function revoke(cx: SplitContext, live: LiveSplit, b: LiveBranch): void {
   const label = b.label;
   if (b.socket) sockets.close(b.socket);
   b.socket = null;
-  journal.revokeCapability(`${live.id}/${label}`);
-  for (const child of cx.live.values()) {
-    if (child === live || child.cancelReason !== null) continue;
-    const rec = journal.getSplit(child.id);
-    if (rec?.state !== "run" || rec.parent?.split !== live.id || rec.parent.label !== label) {
-      continue;
-    }
-    const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
-    cancel(cx, child.id, `its creator (${by}, ${live.id}/${label}) ended`);
-  }
+  journal.immediate(() => {
+    journal.revokeCapability(`${live.id}/${label}`);
+    if (b.jobId !== null) journal.jobTree.revoke(b.jobId);
+  });
+  const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
+  cancelJobTree(
+    cx,
+    { kind: "branch", split: live.id, label },
+    `its creator (${by}, ${live.id}/${label}) ended`,
+    {
+      below: true,
+    },
+  );
 }
 
 /** Gives back the branch's pool slot, once. */

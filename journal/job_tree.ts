@@ -30,6 +30,9 @@ import {
 } from "../model/job_admission.ts";
 import { cutArgs, type Lineage, type ListedJob, type ProcessCounts } from "../model/job_lineage.ts";
 import type { JobRecord } from "./records.ts";
+import { cancelScope, type TreeRoot, type TreeScope, treeScope } from "./job_tree_scope.ts";
+
+export type { TreeRoot, TreeScope } from "./job_tree_scope.ts";
 
 /** A job's lineage columns as the journal keeps them; null for a job recorded before the job tree. */
 export interface JobTreeRow {
@@ -229,6 +232,21 @@ export class JobTreeJournal {
       );
       return ids;
     });
+  }
+
+  /**
+   * The first step of a cancel of everything at and below `root` (a job,
+   * a split or a branch; `journal/job_tree_scope.ts`), in one transaction:
+   * every live job capability in it `cancelling`, every live branch
+   * capability revoked. Returns the scope, for the caller to signal.
+   */
+  cancelScope(root: TreeRoot, nowMs: number = Date.now()): TreeScope {
+    return cancelScope(this.#c, root, nowMs);
+  }
+
+  /** Every node at and below `root`, changing nothing. */
+  scope(root: TreeRoot): TreeScope {
+    return treeScope(this.#c, root);
   }
 
   /** A job's end: its capability revoked (its slot follows its cleanup). */

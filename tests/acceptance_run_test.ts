@@ -7,9 +7,43 @@
  */
 
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { PERMISSIONS as permissions, show } from "./_acceptance.ts";
-import { listContainers } from "./_engine.ts";
+import { listContainers, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
+
+/** A second Kit identity (another image than `fixture`'s), registered as `tools` with entrypoint `env`. */
+async function addTools(w: World): Promise<void> {
+  // Under the engine lock: builds must not interleave (tests/_engine.ts).
+  const b = await withLock(() => w.sb.marsh(["kit", "build", "tools", "--from-host"]));
+  assert.equal(b.code, 0, show(b));
+  const add = await w.sb.marsh(["kits", "add", "tools", "--image", "tools", "--entrypoint", "env"]);
+  assert.equal(add.code, 0, show(add));
+}
+
+/** Every job's lineage columns, straight from the daemon's journal (read-only). */
+function lineages(w: World) {
+  const db = new DatabaseSync(`${w.sb.home}/journal.db`, { readOnly: true });
+  try {
+    return db.prepare(
+      "SELECT id, kit, parent, parent_job, root, depth, spawn, state, code, cleanup, cap FROM jobs ORDER BY created_ms, rowid",
+    ).all() as {
+      id: string;
+      kit: string;
+      parent: string;
+      parent_job: string | null;
+      root: string;
+      depth: number;
+      spawn: string;
+      state: string;
+      code: number | null;
+      cleanup: string;
+      cap: string;
+    }[];
+  } finally {
+    db.close();
+  }
+}
 
 /** The containers of `marsh run` jobs of this world (their label `marsh.split` is `run`). */
 function runContainers(w: World) {
@@ -17,7 +51,8 @@ function runContainers(w: World) {
 }
 
 Deno.test({
-  name: "marsh run from the host: stdin, stdout, stderr, exit; writes land in the project; .git read-only",
+  name:
+    "marsh run from the host: stdin, stdout, stderr, exit; writes land in the project; .git read-only",
   permissions,
 }, async () => {
   await using w = await World.create({ "a.txt": "hello\n" });
@@ -44,5 +79,93 @@ Deno.test({
   const jobs = await w.jobs();
   assert.equal(jobs.length, 1);
   assert.deepEqual([jobs[0]!.state, jobs[0]!.code, jobs[0]!.cleanup], ["finished", 3, "removed"]);
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name:
+    "marsh run: a job's link starts a child, which runs marsh run for a grandchild; exact lineage",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "l1.sh": 'echo "L1 $MARSH_JOB"; tools sh ./l2.sh; echo "L1 after $?"\n',
+    "l2.sh": 'echo "L2 $MARSH_JOB"; marsh run fixture sh ./l3.sh; echo "L2 after $?"\n',
+    "l3.sh": 'echo "L3 $MARSH_JOB"; echo "to stderr" >&2; exit 7\n',
+  });
+  await addTools(w);
+  const r = await w.sb.marsh(["run", "fixture", "sh", "./l1.sh"]);
+  assert.equal(r.code, 0, show(r));
+  const lines = r.stdout.trimEnd().split("\n");
+  assert.equal(lines.length, 5, show(r));
+  const [l1, l2, l3] = lines.slice(0, 3).map((l) => l.split(" ")[1]!);
+  assert.deepEqual(lines.map((l) => l.replace(/ [a-z0-9]{8}$/, "")), [
+    "L1",
+    "L2",
+    "L3",
+    "L2 after 7",
+    "L1 after 0",
+  ]);
+  assert.equal(r.stderr, "to stderr\n", show(r));
+  const rows = lineages(w);
+  assert.deepEqual(rows.map((j) => [j.id, j.kit, j.parent, j.parent_job, j.root, j.depth]), [
+    [l1, "fixture", "session:host", null, l1, 1],
+    [l2, "tools", `job:${l1}`, l1, l1, 2],
+    [l3, "fixture", `job:${l2}`, l2, l1, 3],
+  ]);
+  for (const j of rows) {
+    assert.deepEqual([j.state, j.cleanup, j.cap], ["finished", "removed", "revoked"], j.id);
+    assert.deepEqual(JSON.parse(j.spawn), ["fixture", "tools"]);
+  }
+  assert.deepEqual(rows.map((j) => j.code), [0, 0, 7]);
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: MARSH_SPAWN narrows; the link refuses 126, marsh run 125; --spawn never widens",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "link.sh": 'tools true; echo "link $?"\n',
+    "run.sh": 'marsh run tools true; echo "run $?"\n',
+    "json.sh": "cat /run/marsh/job.json\n",
+    "widen.sh": "marsh run --spawn fixture,tools fixture sh ./json.sh\n",
+  });
+  await addTools(w);
+  const env = { MARSH_SPAWN: "fixture" };
+  const link = await w.sb.marsh(["run", "fixture", "sh", "./link.sh"], { env });
+  assert.equal(link.code, 0, show(link));
+  assert.equal(link.stdout, "link 126\n");
+  assert.equal(
+    link.stderr,
+    "marsh: spawn refused: tools not in this job's spawn set (MARSH_SPAWN)\n",
+  );
+  const run = await w.sb.marsh(["run", "fixture", "sh", "./run.sh"], { env });
+  assert.equal(run.stdout, "run 125\n", show(run));
+  assert.equal(
+    run.stderr,
+    "marsh: spawn refused: tools not in this job's spawn set (MARSH_SPAWN)\n",
+  );
+  // A child asking for more than its parent has gets the intersection, and a warning.
+  const widen = await w.sb.marsh(["run", "fixture", "sh", "./widen.sh"], { env });
+  assert.equal(widen.code, 0, show(widen));
+  const job = JSON.parse(widen.stdout);
+  assert.deepEqual([job.spawn, job.registered], [["fixture"], ["fixture", "tools"]]);
+  assert.deepEqual(job.limits, { pool: 8, depth: 4, same_kit: 2, fan_out: 4, total: 64 });
+  assert.equal(
+    widen.stderr,
+    "marsh: --spawn: tools left out: a spawn set only narrows (it was: fixture)\n",
+  );
+  // --no-spawn: the job keeps its socket and links, and starts nothing.
+  const none = await w.sb.marsh(["run", "--no-spawn", "fixture", "sh", "./link.sh"]);
+  assert.equal(none.stdout, "link 126\n", show(none));
+  const rows = lineages(w);
+  // Refusals recorded no job: the two roots of the first two runs, the widen pair, the last root.
+  assert.deepEqual(rows.map((j) => [j.depth, JSON.parse(j.spawn)]), [
+    [1, ["fixture"]],
+    [1, ["fixture"]],
+    [1, ["fixture"]],
+    [2, ["fixture"]],
+    [1, []],
+  ]);
   assert.deepEqual(await runContainers(w), []);
 });

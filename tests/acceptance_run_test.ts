@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { PERMISSIONS as permissions, show } from "./_acceptance.ts";
+import { PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
 import { listContainers, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
 
@@ -168,4 +168,120 @@ Deno.test({
     [1, []],
   ]);
   assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: depth 4 and the same-Kit chain 2, each just under, at and just over",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    // Alternating Kits: only the depth limit stops it.
+    "deep.sh": [
+      'echo "depth $1"',
+      'if [ "$2" = fixture ]; then next=tools; else next=fixture; fi',
+      'marsh run "$next" sh ./deep.sh $(($1 + 1)) "$next"',
+      'echo "exit $?"',
+      "",
+    ].join("\n"),
+    "same.sh": 'echo same; marsh run fixture sh ./same.sh; echo "exit $?"\n',
+  });
+  await addTools(w);
+  const deep = await w.sb.marsh(["run", "fixture", "sh", "./deep.sh", "1", "fixture"]);
+  assert.equal(deep.code, 0, show(deep));
+  assert.equal(
+    deep.stdout,
+    "depth 1\ndepth 2\ndepth 3\ndepth 4\nexit 125\nexit 0\nexit 0\nexit 0\n",
+    show(deep),
+  );
+  assert.equal(deep.stderr, "marsh: depth limit 4\n");
+  assert.deepEqual(lineages(w).map((j) => j.depth), [1, 2, 3, 4]);
+  const same = await w.sb.marsh(["run", "fixture", "sh", "./same.sh"]);
+  assert.equal(same.stdout, "same\nsame\nexit 125\nexit 0\n", show(same));
+  assert.equal(
+    same.stderr,
+    "marsh: fixture → fixture → fixture refused: same-Kit chain limit 2 (see /run/marsh/context.md)\n",
+  );
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: fan-out 4 live children, the fifth refused; MARSH_TREE_KIT_VMS read at start",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "child.sh": "while [ ! -f gate ]; do sleep 0.1; done\n",
+    "fan.sh": [
+      "for i in 1 2 3 4 5; do",
+      '  (marsh run fixture sh ./child.sh; echo "exit $?" >> statuses) &',
+      "  sleep 0.5",
+      "done",
+      "wait",
+      "",
+    ].join("\n"),
+    "vms.sh": 'marsh run tools true; echo "exit $?"\n',
+  }, { MARSH_TREE_KIT_VMS: "1" });
+  await addTools(w);
+  const run = w.sb.spawnMarsh(["run", "fixture", "sh", "./fan.sh"]);
+  const statuses = `${w.sb.project}/statuses`;
+  await waitFor("the fifth child refused", () => {
+    try {
+      return Deno.readTextFileSync(statuses).includes("exit 125");
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
+    }
+  });
+  // The four admitted ones are still running: the refusal was the fan-out's.
+  assert.equal(lineages(w).filter((j) => j.state === "running" && j.depth === 2).length, 4);
+  Deno.writeTextFileSync(`${w.sb.project}/gate`, "");
+  const r = await run.output();
+  const err = new TextDecoder().decode(r.stderr);
+  assert.equal(r.code, 0, err);
+  assert.deepEqual(Deno.readTextFileSync(statuses).split("\n").filter((l) => l).sort(), [
+    "exit 0",
+    "exit 0",
+    "exit 0",
+    "exit 0",
+    "exit 125",
+  ]);
+  assert.equal(err, "marsh: fan-out limit 4\n");
+  // With MARSH_TREE_KIT_VMS=1 a tree of fixture cannot add tools; tools alone is one VM.
+  const vms = await w.sb.marsh(["run", "fixture", "sh", "./vms.sh"]);
+  assert.equal(vms.stdout, "exit 125\n", show(vms));
+  assert.equal(
+    vms.stderr,
+    "marsh: tools refused: tree already uses 1 Kit VMs (fixture) (MARSH_TREE_KIT_VMS)\n",
+  );
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: Ctrl-C stops the job and its child at once; both containers verified gone",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "top.sh": "fixture sh -c 'echo child-up > up; sleep 300'\n",
+  }, { MARSH_CANCEL_GRACE_MS: "2000" });
+  const run = w.sb.spawnMarsh(["run", "fixture", "sh", "./top.sh"]);
+  await waitFor("the child running", async () => {
+    try {
+      Deno.statSync(`${w.sb.project}/up`);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
+    }
+    return (await runContainers(w)).length === 2;
+  });
+  const t0 = Date.now();
+  run.kill("SIGINT");
+  const r = await run.output();
+  assert.equal(r.code, 130, new TextDecoder().decode(r.stderr));
+  // INT, the 2 s grace, KILL: both at once, not one after the other.
+  assert.ok(Date.now() - t0 < 8_000, `took ${Date.now() - t0} ms`);
+  assert.deepEqual(await runContainers(w), []);
+  const rows = lineages(w);
+  assert.deepEqual(rows.map((j) => [j.depth, j.state, j.code, j.cleanup, j.cap]), [
+    [1, "cancelled", 130, "removed", "revoked"],
+    [2, "cancelled", 130, "removed", "revoked"],
+  ]);
 });

@@ -49,6 +49,7 @@ import {
 } from "./children.ts";
 import { JobClientBundle } from "./job_capability.ts";
 import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
+import { JobTreeCancel } from "./job_cancel.ts";
 import type { AdmissionConfig } from "../model/job_admission.ts";
 import { ProcessRuns } from "./process_run.ts";
 import { Housekeeping } from "./housekeeping.ts";
@@ -264,7 +265,12 @@ async function main(): Promise<number> {
   jobs.adopt(report);
   // One bundle of the in-job client for every Kit launch, split branch or `marsh run`.
   const jobClient = new JobClientBundle(home, denoPath());
+  // One tree cancel and one admission for the split path and the run path alike.
+  const tree = new JobTreeCancel({ journal, log });
+  const admitter = new JobAdmitter(journal, admission);
   const splits = new Splits({
+    tree,
+    admitter,
     journal,
     splitfs,
     worker,
@@ -363,7 +369,8 @@ async function main(): Promise<number> {
   server.attachProcesses(
     new ProcessRuns({
       journal,
-      admitter: new JobAdmitter(journal, admission),
+      admitter,
+      tree,
       worker,
       sockets: server,
       jobClient,

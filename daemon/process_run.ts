@@ -13,7 +13,8 @@
  *    subtree cancelled.
  *
  * A caller that drops its stream (or sends `process.signal`) cancels the
- * job's subtree (`process_run_cancel.ts`).
+ * job's subtree, its children's splits included (`job_cancel.ts`, the
+ * daemon's one tree cancel).
  *
  * @module
  */
@@ -30,7 +31,7 @@ import type { ProcessRunRequest } from "../protocol/process_run.ts";
 import type { Conn } from "./conn.ts";
 import type { JobAdmitter } from "./job_admit.ts";
 import { openJobCap } from "./kit_job_cap.ts";
-import { cancelRunTree, type LiveRun } from "./process_run_cancel.ts";
+import type { JobTreeCancel } from "./job_cancel.ts";
 import { FifoRelay, makeFifos } from "./process_run_io.ts";
 import { runPlace, type RunPlaceDeps } from "./process_run_view.ts";
 import { RequestError } from "./request_error.ts";
@@ -56,8 +57,18 @@ export interface ProcessRunDeps extends RunPlaceDeps {
   readonly home: string;
   readonly graceMs: number;
   readonly log: { info(line: string): void };
+  /** The daemon's tree cancel, shared with the split path. */
+  readonly tree: JobTreeCancel;
   /** Why Kit jobs cannot run here (no engine), if they cannot. */
   readonly engineProblem?: string;
+}
+
+/** A `marsh run` job this daemon drives, while it runs. */
+export interface LiveRun {
+  /** Its worker attempt, once launched. */
+  readonly attempt: string;
+  /** Why it was cancelled (`cancelled`), or null while nobody cancelled it. */
+  cancelled: string | null;
 }
 
 /** How the worker's attempt ended. */
@@ -87,14 +98,14 @@ export class ProcessRuns {
     return this.#runs;
   }
 
-  /** Cancels job `id`'s subtree (its live containers get INT, then KILL after the grace). */
+  /**
+   * Cancels job `id`'s subtree (its live containers, and those of the
+   * splits below it, get INT, then KILL after the grace: `job_cancel.ts`).
+   *
+   * @returns the ids of the subtree's jobs, `id` first
+   */
   cancel(id: string, reason = "cancelled"): string[] {
-    const d = this.#d;
-    return cancelRunTree(
-      { journal: d.journal, runs: this.#runs, worker: d.worker, graceMs: d.graceMs, log: d.log },
-      id,
-      reason,
-    );
+    return [...this.#d.tree.cancel({ kind: "job", id }, reason).jobs];
   }
 
   /**
@@ -188,6 +199,13 @@ export class ProcessRuns {
     }
     const run: LiveRun = { attempt, cancelled: null };
     this.#runs.set(id, run);
+    const untrack = d.tree.track(id, (reason) => {
+      if (run.cancelled !== null) return;
+      run.cancelled = reason;
+      d.worker.cancel(attempt, d.graceMs).catch((error) =>
+        d.log.info(`run ${id}: cancel not sent: ${error}`)
+      );
+    });
     const relay = new FifoRelay(
       fifos,
       (frame) => conn.send(frame),
@@ -252,11 +270,12 @@ export class ProcessRuns {
     const how = await end.promise;
     await relay.finish();
     this.#runs.delete(id);
+    untrack();
     const reply = this.#record(id, kit.name, kit.wallS, how, exit, container, run.cancelled);
     d.sockets.close(socket);
     d.journal.jobTree.revoke(id);
     // Its end ends its subtree: nothing it started outlives it.
-    this.cancel(id, "cancelled: its parent job ended");
+    d.tree.cancel({ kind: "job", id }, "cancelled: its parent job ended", { below: true });
     if (how.kind !== "unreaped") {
       try {
         Deno.removeSync(dir, { recursive: true });

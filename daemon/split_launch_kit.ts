@@ -15,7 +15,6 @@ import type { SplitRecord } from "../journal/records.ts";
 import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
 import { stoppedState } from "./branch_controls.ts";
-import { cancelJobTree } from "./job_cancel.ts";
 import { openJobCap } from "./kit_job_cap.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
@@ -196,8 +195,7 @@ export async function launchKit(
           `split ${live.id}/${label}: job ${jobId} exited (${signal ?? `code ${code}`})`,
         );
         // Its end is now, not once its deletion is verified: what it started goes at once.
-        cancelJobTree(
-          cx,
+        cx.tree.cancel(
           { kind: "branch", split: live.id, label },
           `its creator (job ${jobId}, ${live.id}/${label}) ended`,
           { below: true },

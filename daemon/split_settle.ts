@@ -17,7 +17,6 @@ import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import { stoppedState } from "./branch_controls.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
-import { cancelJobTree } from "./job_cancel.ts";
 import { checkOutput, startLease } from "./split_lease.ts";
 import { moveBranch, moveSplit } from "./split_moves.ts";
 import { outputSize } from "./split_settings.ts";
@@ -29,8 +28,8 @@ function exitStatus(code: number | null, signal: string | null): string {
 
 /**
  * A branch's (or its job's) end: its socket closes, its capability is
- * revoked, and every split it created that still runs is cancelled
- * (docs/guide.md, "Life of a split").
+ * revoked, and everything it started that still runs is cancelled
+ * (docs/guide.md, "Life of a split"; `daemon/job_cancel.ts`).
  */
 export function revoke(cx: SplitContext, live: LiveSplit, b: LiveBranch): void {
   const { journal, sockets } = cx.d;
@@ -42,8 +41,7 @@ export function revoke(cx: SplitContext, live: LiveSplit, b: LiveBranch): void {
     if (b.jobId !== null) journal.jobTree.revoke(b.jobId);
   });
   const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
-  cancelJobTree(
-    cx,
+  cx.tree.cancel(
     { kind: "branch", split: live.id, label },
     `its creator (${by}, ${live.id}/${label}) ended`,
     {

@@ -16,6 +16,7 @@ import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
 import { stoppedState } from "./branch_controls.ts";
 import { openJobCap } from "./kit_job_cap.ts";
+import { admitBranchJob } from "./split_launch_admit.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
 import { admit, newAttempt, settle } from "./split_launch.ts";
@@ -68,6 +69,8 @@ export async function launchKit(
       "failed: its fork is mounted in a namespace the Docker engine cannot see",
     );
   }
+  // Its job is a member of its tree first (docs/rules.md "Admission"), then the split's pool.
+  if (!(await admitBranchJob(cx, live, split, b, callerEnv))) return;
   if (!(await admit(cx, live, b))) return;
   const attempt = newAttempt(cx, live, b);
   const { dir } = attempt;

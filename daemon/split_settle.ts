@@ -74,7 +74,8 @@ export async function endUnlaunched(
       code,
       finishedMs: now,
     });
-    if (jobId !== null) {
+    // A job refused at admission, or never admitted, has no record (docs/rules.md "Admission").
+    if (jobId !== null && journal.getJob(jobId) !== null) {
       journal.updateJob(jobId, { state, cleanup: "none", status, code, finishedMs: now });
     }
   });

@@ -50,6 +50,7 @@ import {
 import { JobClientBundle } from "./job_capability.ts";
 import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
 import { JobTreeCancel } from "./job_cancel.ts";
+import { HeldShellSlots } from "./split_launch_held.ts";
 import type { AdmissionConfig } from "../model/job_admission.ts";
 import { ProcessRuns } from "./process_run.ts";
 import { Housekeeping } from "./housekeeping.ts";
@@ -263,6 +264,9 @@ async function main(): Promise<number> {
   });
   // Uncertain jobs of the last daemon keep their slots until `marsh workers reset`.
   jobs.adopt(report);
+  // So do shell branches whose end is unknown, until their supervisors are seen gone.
+  const heldShells = new HeldShellSlots({ journal, pool, log, starts: processes.starts });
+  heldShells.adopt();
   // One bundle of the in-job client for every Kit launch, split branch or `marsh run`.
   const jobClient = new JobClientBundle(home, denoPath());
   // One tree cancel and one admission for the split path and the run path alike.
@@ -392,6 +396,7 @@ async function main(): Promise<number> {
 
   const code = await stopped.promise;
   stopping = true;
+  heldShells.stop();
   log.info("marshd stopping");
   await splits.stop();
   server.shutdown();

@@ -6,12 +6,22 @@
  * `job uncertain`; after the restart every job is `uncertain` with cleanup
  * `uncertain` and a revoked capability, nothing runs again, the slots stay
  * held (the daemon's pool of 8 jobs admits only what is left), and `marsh
- * workers reset KIT` removes the containers and releases them.
+ * workers reset KIT` removes the containers and releases them. A shell
+ * branch whose end a restart left unknown keeps its slot too, until its
+ * supervisor is seen gone.
  */
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { finish, handleId, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
+import {
+  exists,
+  finish,
+  handleId,
+  PERMISSIONS as permissions,
+  Sandbox,
+  show,
+  waitFor,
+} from "./_acceptance.ts";
 import { listContainers } from "./_engine.ts";
 import { pidsNaming, World } from "./_kit_world.ts";
 
@@ -127,4 +137,77 @@ Deno.test({
   const again = await w.split(["-n", ...five]);
   assert.equal(again.code, 0, show(again));
   w.splits.push(handleId(again.stdout));
+});
+
+function alive(pid: number): boolean {
+  try {
+    Deno.kill(pid, "SIGCONT");
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+Deno.test({
+  name: "restart: kill -9 mid shell branch: its slot stays held until its supervisor is gone",
+  permissions,
+}, async () => {
+  await using sb = await Sandbox.create();
+  const marker = `${sb.scratch}/up`;
+  // The branch ignores SIGINT: only its supervisor's SIGKILL ends it.
+  const creator = sb.spawnMarsh([
+    "split",
+    "-n",
+    "-b",
+    `s=trap '' INT; echo up > '${marker}'; while :; do sleep 0.1; done`,
+  ]);
+  const home = sb.home;
+  const supervisor = await waitFor("the branch and its supervisor's record", () => {
+    if (!exists(marker)) return undefined;
+    const db = new DatabaseSync(`${home}/journal.db`, { readOnly: true });
+    try {
+      return (db.prepare("SELECT pid FROM shell_supervisors").get() as { pid: number } | undefined)
+        ?.pid;
+    } finally {
+      db.close();
+    }
+  });
+  // Frozen, the supervisor can neither end the branch nor exit: its end stays unknown.
+  Deno.kill(supervisor, "SIGSTOP");
+  Deno.kill(sb.daemonPid()!, "SIGKILL");
+  const lost = await finish(creator, "the creator's marsh split");
+  assert.equal(lost.code, 125, show(lost));
+  assert.match(lost.stderr, /^marsh split: job uncertain: /m);
+  const restarted = await sb.marsh(["daemon", "start"]);
+  assert.equal(restarted.code, 0, show(restarted));
+
+  // Held: of eight new shell branches, seven fit in the host's pool.
+  const eight = Array.from({ length: 8 }, (_, i) => ["-b", `x${i}=true`]).flat();
+  const full = await sb.marsh(["split", "-n", ...eight]);
+  assert.equal(full.code, 125, show(full));
+  const fm = await sb.split(handleId(full.stdout));
+  assert.deepEqual(
+    fm?.branches.map((b) => b.status),
+    [...Array(7).fill("exited 0"), "failed: capacity"],
+  );
+
+  // Thawed, it ends the branch by itself (SIGINT, 10 s, SIGKILL) and exits: the slot frees.
+  Deno.kill(supervisor, "SIGCONT");
+  await waitFor("the supervisor to be gone", () => !alive(supervisor), 60_000);
+  await waitFor("the slot to be released", () => {
+    const db = new DatabaseSync(`${home}/journal.db`, { readOnly: true });
+    try {
+      return db.prepare("SELECT ended_ms FROM shell_supervisors").all()
+        .every((r) => (r as { ended_ms: number | null }).ended_ms !== null);
+    } finally {
+      db.close();
+    }
+  }, 10_000);
+  assert.match(
+    Deno.readTextFileSync(`${home}/marshd.log`),
+    /its supervisor \(pid \d+\) is gone, so is every process of it: its slot is free/,
+  );
+  const after = await sb.marsh(["split", "-n", ...eight]);
+  assert.equal(after.code, 0, show(after));
 });

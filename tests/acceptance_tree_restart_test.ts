@@ -173,27 +173,31 @@ Deno.test({
       db.close();
     }
   });
+  const eight = Array.from({ length: 8 }, (_, i) => ["-b", `x${i}=true`]).flat();
   // Frozen, the supervisor can neither end the branch nor exit: its end stays unknown.
   Deno.kill(supervisor, "SIGSTOP");
-  Deno.kill(sb.daemonPid()!, "SIGKILL");
-  const lost = await finish(creator, "the creator's marsh split");
-  assert.equal(lost.code, 125, show(lost));
-  assert.match(lost.stderr, /^marsh split: job uncertain: /m);
-  const restarted = await sb.marsh(["daemon", "start"]);
-  assert.equal(restarted.code, 0, show(restarted));
+  try {
+    Deno.kill(sb.daemonPid()!, "SIGKILL");
+    const lost = await finish(creator, "the creator's marsh split");
+    assert.equal(lost.code, 125, show(lost));
+    assert.match(lost.stderr, /^marsh split: job uncertain: /m);
+    const restarted = await sb.marsh(["daemon", "start"]);
+    assert.equal(restarted.code, 0, show(restarted));
 
-  // Held: of eight new shell branches, seven fit in the host's pool.
-  const eight = Array.from({ length: 8 }, (_, i) => ["-b", `x${i}=true`]).flat();
-  const full = await sb.marsh(["split", "-n", ...eight]);
-  assert.equal(full.code, 125, show(full));
-  const fm = await sb.split(handleId(full.stdout));
-  assert.deepEqual(
-    fm?.branches.map((b) => b.status),
-    [...Array(7).fill("exited 0"), "failed: capacity"],
-  );
+    // Held: of eight new shell branches, seven fit in the host's pool.
+    const full = await sb.marsh(["split", "-n", ...eight]);
+    assert.equal(full.code, 125, show(full));
+    const fm = await sb.split(handleId(full.stdout));
+    assert.deepEqual(
+      fm?.branches.map((b) => b.status),
+      [...Array(7).fill("exited 0"), "failed: capacity"],
+    );
+  } finally {
+    // Thawed, it ends the branch by itself (SIGINT, 10 s, SIGKILL) and exits.
+    Deno.kill(supervisor, "SIGCONT");
+  }
 
-  // Thawed, it ends the branch by itself (SIGINT, 10 s, SIGKILL) and exits: the slot frees.
-  Deno.kill(supervisor, "SIGCONT");
+  // Once it is gone, the slot frees.
   await waitFor("the supervisor to be gone", () => !alive(supervisor), 60_000);
   await waitFor("the slot to be released", () => {
     const db = new DatabaseSync(`${home}/journal.db`, { readOnly: true });

@@ -51,6 +51,7 @@ import { JobClientBundle } from "./job_capability.ts";
 import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
 import type { AdmissionConfig } from "../model/job_admission.ts";
 import { ProcessRuns } from "./process_run.ts";
+import { BranchRuns } from "./branch_links.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
@@ -264,6 +265,7 @@ async function main(): Promise<number> {
   jobs.adopt(report);
   // One bundle of the in-job client for every Kit launch, split branch or `marsh run`.
   const jobClient = new JobClientBundle(home, denoPath());
+  const branchRuns = new BranchRuns();
   const splits = new Splits({
     journal,
     splitfs,
@@ -276,6 +278,7 @@ async function main(): Promise<number> {
     shellView,
     jobClient,
     deno: denoPath(),
+    branchRuns,
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();
@@ -372,6 +375,7 @@ async function main(): Promise<number> {
       graceMs: settings.graceMs,
       log,
       locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
+      branchRuns,
       ...(engineProblem === undefined ? {} : { engineProblem }),
     }),
   );

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
+import { handleId, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
 import { listContainers, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
 
@@ -284,4 +284,38 @@ Deno.test({
     [1, "cancelled", 130, "removed", "revoked"],
     [2, "cancelled", 130, "removed", "revoked"],
   ]);
+});
+
+Deno.test({
+  name:
+    "marsh run: a shell branch's registered name runs as a confined job; its write is in the patch",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n" });
+  const r = await w.split([
+    "-n",
+    "-b",
+    'fix=fixture sh -c "echo hi > f; cat a.txt; echo \\$MARSH_JOB > job"; echo "after $?"',
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const b = m.branches[0]!;
+  assert.equal(b.status, "exited 0", JSON.stringify(b));
+  const patch = Deno.readTextFileSync(`${m.out}/fix/diff.patch`);
+  assert.match(
+    patch,
+    /diff --git a\/f b\/f\nnew file mode 100644\n.*\n--- \/dev\/null\n\+\+\+ b\/f\n@@ -0,0 \+1 @@\n\+hi\n/,
+  );
+  assert.equal(Deno.readTextFileSync(`${m.out}/fix/stdout`), "hello\nafter 0\n");
+  // The project itself is untouched: the job wrote the branch's fork.
+  assert.throws(() => Deno.statSync(`${w.sb.project}/f`), Deno.errors.NotFound);
+  const rows = lineages(w);
+  assert.equal(rows.length, 1);
+  assert.deepEqual([rows[0]!.parent, rows[0]!.depth, rows[0]!.state], [
+    `split:${m.id}/fix`,
+    1,
+    "finished",
+  ]);
+  assert.match(patch, new RegExp(`\\+${rows[0]!.id}\\n`));
+  assert.deepEqual(await runContainers(w), []);
 });

@@ -238,13 +238,58 @@ Deno.test(
       r.stderr,
       "marsh: spawn refused: claude not in this job's spawn set (MARSH_SPAWN)\n",
     );
-    r = await job(["--link=fixture", "true"], cap);
-    assert.equal(r.code, 126);
-    assert.equal(
-      r.stderr,
-      "marsh: fixture: running a registered command as a child job is not supported yet; run it as an argv branch: marsh split ::: LABEL fixture ARGS... | marsh join\n",
+  },
+);
+
+Deno.test(
+  { name: "the child case runs the name as a child job: process.run, stdio and exit", permissions },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "process.started", job: "CHILD", warnings: [] });
+      const stdin = await conn.expect("process.stdin");
+      await conn.expect("process.stdin.end");
+      const out = (stream: "stdout" | "stderr", text: string) =>
+        conn.send({ v: 1, t: "process.out", stream, data: btoa(text) });
+      await out("stdout", "child out\n");
+      await out("stderr", "child err\n");
+      await conn.send({
+        v: 1,
+        t: "process.exit",
+        job: "CHILD",
+        code: 7,
+        signal: null,
+        status: 7,
+        cause: null,
+      });
+      await conn.ended;
+      return { run, stdin: atob(stdin.data) };
+    })();
+    const r = await job(["--link=fixture", "sh", "-c", "x"], cap, {}, "to the child\n");
+    const { run, stdin } = await serve;
+    assert.deepEqual([r.code, r.stdout, r.stderr], [7, "child out\n", "child err\n"]);
+    assert.deepEqual(
+      [run.name, run.args, run.via, run.tty, run.spawn],
+      ["fixture", ["sh", "-c", "x"], "link", false, {}],
     );
-    assert.equal(r.stdout, "");
+    assert.equal(stdin, "to the child\n");
+    // A refusal is the daemon's status and message, with the CLI's prefix.
+    const refuse = (async () => {
+      const conn = await daemon.accept();
+      await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message: "fan-out limit 4" });
+      await conn.ended;
+    })();
+    const refused = await job(["--link=fixture", "true"], cap);
+    await refuse;
+    assert.deepEqual([refused.code, refused.stdout, refused.stderr], [
+      125,
+      "",
+      "marsh: fan-out limit 4\n",
+    ]);
   },
 );
 

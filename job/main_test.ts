@@ -346,3 +346,68 @@ Deno.test({ name: "marsh help lists the job's commands only", permissions }, asy
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /^marsh: unknown command 'kits'/);
 });
+
+Deno.test(
+  { name: "a link past the job's connection cap retries, then says so exactly (125)", permissions },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    let refused = 0;
+    const serve = (async () => {
+      for (;;) {
+        const conn = await daemon.accept();
+        await conn.send({
+          v: 1,
+          t: "error",
+          code: 125,
+          message: "too many concurrent daemon requests in this job",
+        });
+        await conn.close();
+        if (++refused >= 3) break;
+      }
+      // A slot freed: the next try is served.
+      const conn = await daemon.accept();
+      await conn.expect("process.run");
+      await conn.send({ v: 1, t: "process.started", job: "C", warnings: [] });
+      await conn.send({
+        v: 1,
+        t: "process.exit",
+        job: "C",
+        code: 0,
+        signal: null,
+        status: 0,
+        cause: null,
+      });
+      await conn.ended;
+    })();
+    const ok = await job(["--link=fixture", "true"], cap);
+    await serve;
+    // Then none frees: the refusal stands after the retries.
+    const stop = Promise.withResolvers<null>();
+    const refuse = (async () => {
+      for (;;) {
+        const c = await Promise.race([daemon.accept(), stop.promise]);
+        if (c === null) return;
+        await c.send({
+          v: 1,
+          t: "error",
+          code: 125,
+          message: "too many concurrent daemon requests in this job",
+        });
+        await c.close();
+      }
+    })();
+    assert.deepEqual([ok.code, ok.stderr], [0, ""]);
+    assert.ok(refused >= 3);
+    const t0 = Date.now();
+    const r = await job(["--link=fixture", "true"], cap);
+    assert.deepEqual([r.code, r.stdout, r.stderr], [
+      125,
+      "",
+      "marsh: too many concurrent daemon requests in this job\n",
+    ]);
+    assert.ok(Date.now() - t0 >= 2_000, "retried for a while first");
+    stop.resolve(null);
+    await refuse;
+  },
+);

@@ -411,3 +411,40 @@ Deno.test(
     await refuse;
   },
 );
+
+Deno.test(
+  {
+    name: "a link with a terminal on stdin asks as a TTY child; the refusal is the daemon's",
+    permissions,
+  },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const message =
+      "interactive child jobs are not supported yet: fixture has a terminal on stdin or stdout; run it non-interactively with neither attached, e.g. `fixture ... </dev/null | cat`";
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message });
+      await conn.ended;
+      return run;
+    })();
+    const flags = JOB_CLIENT_FLAGS.map((f) => f.replace(CAP_SOCKET, cap.socket));
+    // `script` gives the client a terminal on stdin and stdout; its stderr stays ours.
+    const line = [Deno.execPath(), "run", ...flags, await bundle(), "--link=fixture", "true"]
+      .map((a) => `'${a}'`).join(" ");
+    const out = await new Deno.Command("script", {
+      args: ["-qec", `${line} 2>${cap.path}/err`, "/dev/null"],
+      cwd: cap.path,
+      clearEnv: true,
+      env: { MARSH_CAP_DIR: cap.path, DENO_NO_UPDATE_CHECK: "1", PATH: "/usr/bin:/bin" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const run = await serve;
+    assert.equal(run.tty, true);
+    assert.equal(out.code, 125);
+    assert.equal(Deno.readTextFileSync(`${cap.path}/err`), `marsh: ${message}\n`);
+  },
+);

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { handleId, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
+import { handleId, MARSH, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
 import { listContainers, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
 
@@ -317,5 +317,50 @@ Deno.test({
     "finished",
   ]);
   assert.match(patch, new RegExp(`\\+${rows[0]!.id}\\n`));
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name:
+    "marsh run streams: output comes while stdin is still open; a host terminal is allowed, no PTY",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const child = new Deno.Command(MARSH, {
+    args: ["run", "fixture", "sh", "-c", 'read a; echo "got $a"; read b; echo "got $b"'],
+    cwd: w.sb.project,
+    env: w.sb.env,
+    clearEnv: true,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stdin = child.stdin.getWriter();
+  const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  await stdin.write(new TextEncoder().encode("one\n"));
+  let seen = "";
+  while (!seen.includes("got one\n")) {
+    const { value, done } = await stdout.read();
+    assert.ok(!done, `stdout ended early: ${JSON.stringify(seen)}`);
+    seen += value;
+  }
+  // The first answer came before the second line was even written: nothing waited for EOF.
+  await stdin.write(new TextEncoder().encode("two\n"));
+  await stdin.close();
+  for (;;) {
+    const { value, done } = await stdout.read();
+    if (done) break;
+    seen += value;
+  }
+  const status = await child.status;
+  await child.stderr.cancel();
+  assert.equal(status.code, 0);
+  assert.equal(seen, "got one\ngot two\n");
+  // From the host with a terminal on stdin and stdout: allowed (not a child), the command sees pipes.
+  const tty = await w.sb.bash(
+    `script -qec "$M run fixture sh -c 'test -t 0; echo in=\\$?; test -t 1; echo out=\\$?'" /dev/null`,
+  );
+  assert.equal(tty.code, 0, show(tty));
+  assert.equal(tty.stdout.replaceAll("\r", ""), "in=1\nout=1\n", show(tty));
   assert.deepEqual(await runContainers(w), []);
 });

@@ -364,3 +364,52 @@ Deno.test({
   assert.equal(tty.stdout.replaceAll("\r", ""), "in=1\nout=1\n", show(tty));
   assert.deepEqual(await runContainers(w), []);
 });
+
+Deno.test({
+  name: "marsh run: a branch job's child sees, of the project, only the fork (its parent's mounts)",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n", "secret.txt": "s\n" });
+  const root = w.sb.project;
+  const child = [
+    `ls -a ${root} > ls_root.txt 2>&1`,
+    `ls -a ${root}/.git > ls_git.txt 2>&1`,
+    `cat ${root}/secret.txt > cat_secret.txt 2>&1; echo $? >> cat_secret.txt`,
+    "cat a.txt > seen_a.txt",
+    "pwd > cwd.txt",
+  ].join("; ");
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    // The branch job edits its fork, then its child (through the link) looks around.
+    `echo parent >> a.txt; rm secret.txt; marsh run fixture sh -c '${child}'; echo "rc=$?" > rc.txt`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const patch = Deno.readTextFileSync(`${m.out}/a/diff.patch`);
+  const added = (path: string) => {
+    const at = patch.indexOf(`diff --git a/${path} b/${path}\n`);
+    assert.ok(at >= 0, `${path} in the patch:\n${patch}`);
+    const rest = patch.slice(at).split("\n").slice(1);
+    const end = rest.findIndex((l) => l.startsWith("diff --git "));
+    return (end < 0 ? rest : rest.slice(0, end))
+      .filter((l) => l.startsWith("+") && !l.startsWith("+++")).map((l) => l.slice(1)).join("\n");
+  };
+  assert.equal(added("rc.txt"), "rc=0");
+  // Of the project, only the dirs leading to the fork: no .git, no secret, the fork's own a.txt.
+  assert.equal(added("ls_root.txt"), ".\n..\n.marsh");
+  assert.match(added("ls_git.txt"), /No such file or directory/);
+  assert.match(added("cat_secret.txt"), /No such file or directory\n1$/);
+  assert.equal(added("seen_a.txt"), "hello\nparent");
+  assert.equal(added("cwd.txt"), m.branches[0]!.fork);
+  const rows = lineages(w);
+  assert.deepEqual(rows.map((j) => [j.kit, j.parent_job, j.depth]), [
+    ["fixture", null, 1],
+    ["fixture", m.branches[0]!.job_id, 2],
+  ]);
+  assert.deepEqual(await runContainers(w), []);
+});

@@ -22,6 +22,12 @@ import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./d
 import type { CliIo, Signals } from "./io.ts";
 import { SPAWN_ENV } from "../model/job_spawn.ts";
 import { RUN_CHUNK, type RunSpawn, type RunVia } from "../protocol/process_run.ts";
+import type { DaemonFrame } from "../protocol/daemon.ts";
+import { TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
+
+/** How long a job's capped connection is tried again, and the pause between tries. */
+const CAP_RETRY_MS = 2_000;
+const CAP_RETRY_PAUSE_MS = 100;
 
 /** `marsh run --help`'s text after the options. */
 export const RUN_HELP = `
@@ -105,8 +111,7 @@ export async function runCommand(
     ...(opts.spawn === undefined ? {} : { flag: opts.spawn }),
     ...(opts.noSpawn ? { none: true } : {}),
   };
-  await using conn = await connect();
-  await conn.send({
+  const request = {
     v: 1,
     t: "process.run",
     name: opts.name,
@@ -116,9 +121,58 @@ export async function runCommand(
     spawn,
     tty: io.stdinIsTerminal || io.stdoutIsTerminal,
     via: opts.via,
-  });
+  } as const;
+  // A job's socket refuses a connection past its cap before reading it: nothing
+  // started, so the request is tried again for a moment before the refusal stands.
+  const deadline = Date.now() + CAP_RETRY_MS;
+  let conn: DaemonConnection;
+  let first: DaemonFrame | undefined;
+  for (;;) {
+    conn = await connect();
+    // A refused connection may be closed before the request is written: its refusal still waits.
+    await conn.send(request).catch((error) => {
+      if (!(error instanceof DaemonConnectionError)) throw error;
+    });
+    try {
+      first = await conn.next();
+    } catch (error) {
+      if (!(error instanceof DaemonConnectionError)) throw error;
+      first = undefined;
+    }
+    const capped = first?.t === "error" && first.message === TOO_MANY_CONNECTIONS;
+    if (!capped || Date.now() >= deadline) break;
+    conn.close();
+    await new Promise((r) => setTimeout(r, CAP_RETRY_PAUSE_MS));
+  }
+  await using _conn = conn;
   let job: string | null = null;
   let interrupted = false;
+  /** Handles one reply; a number is the exit status. */
+  const handle = async (reply: DaemonFrame): Promise<number | undefined> => {
+    switch (reply.t) {
+      case "process.started":
+        job = reply.job;
+        for (const w of reply.warnings) io.error(`marsh: ${w}`);
+        void relayStdin(conn, io.stdin);
+        return undefined;
+      case "process.out": {
+        const bytes = Buffer.from(reply.data, "base64");
+        if (reply.stream === "stdout") await io.write(bytes);
+        else {
+          await writeAllTo(Deno.stderr, bytes).catch((error) => {
+            if (!(error instanceof Deno.errors.BrokenPipe)) throw error;
+          });
+        }
+        return undefined;
+      }
+      case "process.exit":
+        return reply.status;
+      case "error":
+        throw new CliError(`marsh: ${reply.message}`, reply.code);
+      default:
+        throw new CliError(`marsh: unexpected ${reply.t} reply to marsh run`, 125);
+    }
+  };
   return await signals.trapInterrupts(
     () => {
       interrupted = true;
@@ -126,29 +180,12 @@ export async function runCommand(
     },
     async () => {
       try {
-        for await (const reply of conn) {
-          switch (reply.t) {
-            case "process.started":
-              job = reply.job;
-              for (const w of reply.warnings) io.error(`marsh: ${w}`);
-              void relayStdin(conn, io.stdin);
-              break;
-            case "process.out": {
-              const bytes = Buffer.from(reply.data, "base64");
-              if (reply.stream === "stdout") await io.write(bytes);
-              else {
-                await writeAllTo(Deno.stderr, bytes).catch((error) => {
-                  if (!(error instanceof Deno.errors.BrokenPipe)) throw error;
-                });
-              }
-              break;
-            }
-            case "process.exit":
-              return reply.status;
-            case "error":
-              throw new CliError(`marsh: ${reply.message}`, reply.code);
-            default:
-              throw new CliError(`marsh: unexpected ${reply.t} reply to marsh run`, 125);
+        if (first !== undefined) {
+          const status = await handle(first);
+          if (status !== undefined) return status;
+          for await (const reply of conn) {
+            const status = await handle(reply);
+            if (status !== undefined) return status;
           }
         }
       } catch (error) {

@@ -53,6 +53,7 @@ import { JobTreeCancel } from "./job_cancel.ts";
 import { HeldShellSlots } from "./split_launch_held.ts";
 import type { AdmissionConfig } from "../model/job_admission.ts";
 import { ProcessRuns } from "./process_run.ts";
+import { BranchRuns } from "./branch_links.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
@@ -272,6 +273,7 @@ async function main(): Promise<number> {
   // One tree cancel and one admission for the split path and the run path alike.
   const tree = new JobTreeCancel({ journal, log });
   const admitter = new JobAdmitter(journal, admission);
+  const branchRuns = new BranchRuns();
   const splits = new Splits({
     tree,
     admitter,
@@ -286,6 +288,7 @@ async function main(): Promise<number> {
     shellView,
     jobClient,
     deno: denoPath(),
+    branchRuns,
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();
@@ -383,6 +386,7 @@ async function main(): Promise<number> {
       graceMs: settings.graceMs,
       log,
       locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
+      branchRuns,
       ...(engineProblem === undefined ? {} : { engineProblem }),
     }),
   );

@@ -29,11 +29,13 @@ import type { KitCap, KitLaunch } from "../protocol/kit_launch.ts";
 import { MAX_OUTPUT_LIMIT } from "../protocol/launch_fields.ts";
 import type { ProcessRunRequest } from "../protocol/process_run.ts";
 import type { Conn } from "./conn.ts";
-import type { JobAdmitter } from "./job_admit.ts";
+import type { Admitted, JobAdmitter } from "./job_admit.ts";
+import type { BranchRuns } from "./branch_links.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import { openJobCap } from "./kit_job_cap.ts";
 import type { JobTreeCancel } from "./job_cancel.ts";
 import { FifoRelay, makeFifos } from "./process_run_io.ts";
-import { runPlace, type RunPlaceDeps } from "./process_run_view.ts";
+import { type RunPlace, runPlace, type RunPlaceDeps } from "./process_run_view.ts";
 import { RequestError } from "./request_error.ts";
 import type { BranchSockets } from "./split_context.ts";
 import { newId } from "./split_context.ts";
@@ -61,6 +63,8 @@ export interface ProcessRunDeps extends RunPlaceDeps {
   readonly tree: JobTreeCancel;
   /** Why Kit jobs cannot run here (no engine), if they cannot. */
   readonly engineProblem?: string;
+  /** Where a shell branch's runs are tracked: its capture waits for them. */
+  readonly branchRuns?: BranchRuns;
 }
 
 /** A `marsh run` job this daemon drives, while it runs. */
@@ -160,6 +164,27 @@ export class ProcessRuns {
     d.log.info(
       `run ${id}: ${kit.name} admitted (parent ${admitted.lineage.parent}, depth ${admitted.lineage.depth})`,
     );
+    const done = Promise.withResolvers<void>();
+    if (place.parent.kind === "split") {
+      d.branchRuns?.track(place.parent.split, place.parent.label, done.promise);
+    }
+    try {
+      await this.#admitted(conn, req, kit, place, id, admitted);
+    } finally {
+      done.resolve();
+    }
+  }
+
+  /** An admitted run, from its capability to its end. */
+  async #admitted(
+    conn: Conn,
+    req: ProcessRunRequest,
+    kit: KitRecord,
+    place: RunPlace,
+    id: string,
+    admitted: Admitted,
+  ): Promise<void> {
+    const d = this.#d;
     await conn.send({ v: 1, t: "process.started", job: id, warnings: admitted.warnings });
     const attempt = `${id}-${newId().slice(0, 4)}`;
     const dir = `${d.home}/${RUNS_DIR}/${attempt}`;

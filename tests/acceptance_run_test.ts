@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
+import { handleId, MARSH, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
 import { listContainers, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
 
@@ -284,4 +284,132 @@ Deno.test({
     [1, "cancelled", 130, "removed", "revoked"],
     [2, "cancelled", 130, "removed", "revoked"],
   ]);
+});
+
+Deno.test({
+  name:
+    "marsh run: a shell branch's registered name runs as a confined job; its write is in the patch",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n" });
+  const r = await w.split([
+    "-n",
+    "-b",
+    'fix=fixture sh -c "echo hi > f; cat a.txt; echo \\$MARSH_JOB > job"; echo "after $?"',
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const b = m.branches[0]!;
+  assert.equal(b.status, "exited 0", JSON.stringify(b));
+  const patch = Deno.readTextFileSync(`${m.out}/fix/diff.patch`);
+  assert.match(
+    patch,
+    /diff --git a\/f b\/f\nnew file mode 100644\n.*\n--- \/dev\/null\n\+\+\+ b\/f\n@@ -0,0 \+1 @@\n\+hi\n/,
+  );
+  assert.equal(Deno.readTextFileSync(`${m.out}/fix/stdout`), "hello\nafter 0\n");
+  // The project itself is untouched: the job wrote the branch's fork.
+  assert.throws(() => Deno.statSync(`${w.sb.project}/f`), Deno.errors.NotFound);
+  const rows = lineages(w);
+  assert.equal(rows.length, 1);
+  assert.deepEqual([rows[0]!.parent, rows[0]!.depth, rows[0]!.state], [
+    `split:${m.id}/fix`,
+    1,
+    "finished",
+  ]);
+  assert.match(patch, new RegExp(`\\+${rows[0]!.id}\\n`));
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name:
+    "marsh run streams: output comes while stdin is still open; a host terminal is allowed, no PTY",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const child = new Deno.Command(MARSH, {
+    args: ["run", "fixture", "sh", "-c", 'read a; echo "got $a"; read b; echo "got $b"'],
+    cwd: w.sb.project,
+    env: w.sb.env,
+    clearEnv: true,
+    stdin: "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stdin = child.stdin.getWriter();
+  const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  await stdin.write(new TextEncoder().encode("one\n"));
+  let seen = "";
+  while (!seen.includes("got one\n")) {
+    const { value, done } = await stdout.read();
+    assert.ok(!done, `stdout ended early: ${JSON.stringify(seen)}`);
+    seen += value;
+  }
+  // The first answer came before the second line was even written: nothing waited for EOF.
+  await stdin.write(new TextEncoder().encode("two\n"));
+  await stdin.close();
+  for (;;) {
+    const { value, done } = await stdout.read();
+    if (done) break;
+    seen += value;
+  }
+  const status = await child.status;
+  await child.stderr.cancel();
+  assert.equal(status.code, 0);
+  assert.equal(seen, "got one\ngot two\n");
+  // From the host with a terminal on stdin and stdout: allowed (not a child), the command sees pipes.
+  const tty = await w.sb.bash(
+    `script -qec "$M run fixture sh -c 'test -t 0; echo in=\\$?; test -t 1; echo out=\\$?'" /dev/null`,
+  );
+  assert.equal(tty.code, 0, show(tty));
+  assert.equal(tty.stdout.replaceAll("\r", ""), "in=1\nout=1\n", show(tty));
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: a branch job's child sees, of the project, only the fork (its parent's mounts)",
+  permissions,
+}, async () => {
+  await using w = await World.create({ "a.txt": "hello\n", "secret.txt": "s\n" });
+  const root = w.sb.project;
+  const child = [
+    `ls -a ${root} > ls_root.txt 2>&1`,
+    `ls -a ${root}/.git > ls_git.txt 2>&1`,
+    `cat ${root}/secret.txt > cat_secret.txt 2>&1; echo $? >> cat_secret.txt`,
+    "cat a.txt > seen_a.txt",
+    "pwd > cwd.txt",
+  ].join("; ");
+  const r = await w.split([
+    "-n",
+    ":::",
+    "a",
+    "fixture",
+    "sh",
+    "-c",
+    // The branch job edits its fork, then its child (through the link) looks around.
+    `echo parent >> a.txt; rm secret.txt; marsh run fixture sh -c '${child}'; echo "rc=$?" > rc.txt`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  const m = await w.manifest(handleId(r.stdout));
+  const patch = Deno.readTextFileSync(`${m.out}/a/diff.patch`);
+  const added = (path: string) => {
+    const at = patch.indexOf(`diff --git a/${path} b/${path}\n`);
+    assert.ok(at >= 0, `${path} in the patch:\n${patch}`);
+    const rest = patch.slice(at).split("\n").slice(1);
+    const end = rest.findIndex((l) => l.startsWith("diff --git "));
+    return (end < 0 ? rest : rest.slice(0, end))
+      .filter((l) => l.startsWith("+") && !l.startsWith("+++")).map((l) => l.slice(1)).join("\n");
+  };
+  assert.equal(added("rc.txt"), "rc=0");
+  // Of the project, only the dirs leading to the fork: no .git, no secret, the fork's own a.txt.
+  assert.equal(added("ls_root.txt"), ".\n..\n.marsh");
+  assert.match(added("ls_git.txt"), /No such file or directory/);
+  assert.match(added("cat_secret.txt"), /No such file or directory\n1$/);
+  assert.equal(added("seen_a.txt"), "hello\nparent");
+  assert.equal(added("cwd.txt"), m.branches[0]!.fork);
+  const rows = lineages(w);
+  assert.deepEqual(rows.map((j) => [j.kit, j.parent_job, j.depth]), [
+    ["fixture", null, 1],
+    ["fixture", m.branches[0]!.job_id, 2],
+  ]);
+  assert.deepEqual(await runContainers(w), []);
 });

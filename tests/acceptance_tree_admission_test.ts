@@ -175,3 +175,35 @@ Deno.test({
     /branch x: failed: tools2 refused: tree already uses 2 Kit VMs/,
   );
 });
+
+Deno.test({
+  name: "tree admission: the same-Kit chain walk stops at a split argv branch's job",
+  permissions,
+}, async () => {
+  const m = "/run/marsh/bin/marsh";
+  await using w = await World.create({
+    // J, a branch job, splits: its branch job B (fixture too) runs C, which runs D.
+    "top.sh": `${m} split -n ::: b fixture sh ./b.sh | ${m} join > "$HOME/join.out" 2>&1\n`,
+    "b.sh":
+      `${m} run fixture sh ./c.sh < /dev/null > "$HOME/c.log" 2>&1; echo "c=$?" >> "$HOME/rc"\n`,
+    "c.sh": `${m} run fixture true < /dev/null > "$HOME/d.log" 2>&1; echo "d=$?" >> "$HOME/rc"\n`,
+  });
+  const r = await w.split(["-n", ":::", "j", "fixture", "sh", "./top.sh"]);
+  assert.equal(r.code, 0, show(r));
+  const home = `${w.sb.home}/kits/fixture/home`;
+  // J → B is a split's branch, no same-Kit step: B → C is a chain of 2, admitted; C → D a third.
+  assert.deepEqual(Deno.readTextFileSync(`${home}/rc`).trim().split("\n"), ["d=125", "c=0"]);
+  assert.equal(
+    Deno.readTextFileSync(`${home}/d.log`),
+    "marsh: fixture → fixture → fixture refused: same-Kit chain limit 2 (see /run/marsh/context.md)\n",
+  );
+  const rows = query<{ depth: number; parent: string; branch: number }>(
+    w,
+    "SELECT depth, parent, branch FROM jobs ORDER BY depth",
+  );
+  assert.deepEqual(rows.map((j) => [j.depth, j.parent.split(":")[0], j.branch]), [
+    [1, "split", 1],
+    [2, "job", 1],
+    [3, "job", 0],
+  ]);
+});

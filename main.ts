@@ -22,6 +22,7 @@ import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
 import { registerFanoutCommands } from "./client/fanout_commands.ts";
+import { registerRunCommand } from "./client/run_command.ts";
 import { registerCheckpointCommands } from "./client/checkpoint_commands.ts";
 import { registerSessionCommands } from "./client/session_commands.ts";
 import { registerCheckoutCommand } from "./client/checkout_command.ts";
@@ -118,6 +119,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
   registerFanoutCommands(program, ctx, { place: "host" });
+  registerRunCommand(program, ctx);
   registerCheckpointCommands(program, ctx);
   registerSessionCommands(program, ctx);
   registerCheckoutCommand(program, ctx);

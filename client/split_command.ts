@@ -321,9 +321,10 @@ class SplitRun {
     if (this.#id === undefined) {
       return new CliError(`marsh split: ${why} before the split was accepted`, 2, { cause });
     }
-    // The split exists but its end is unknown here: a failure, not a setup error.
+    // The split exists but its end is unknown here (docs/rules.md "Kit jobs"): its jobs are
+    // uncertain after a restart, and nothing of it is rerun.
     return new CliError(
-      `marsh split: ${why} before split ${this.#id} finished; see marsh splits ${this.#id}`,
+      `marsh split: job uncertain: ${why} before split ${this.#id} finished; see marsh splits ${this.#id}`,
       125,
       { cause },
     );

@@ -32,20 +32,25 @@ import {
 /** `job.json` as the daemon knows it: the worker adds `path`. */
 export type JobJsonBase = Omit<JobJson, "path">;
 
-/** The job's `job.json` fields the daemon decides. */
+/**
+ * The job's `job.json` fields the daemon decides. `spawn` is the job's
+ * recorded spawn set (its lineage's); absent, every registered name
+ * (cross-Kit spawning is allowed by default, docs/rules.md "Spawn sets").
+ */
 export function jobJsonBase(
   job: string,
   name: string,
   registered: readonly string[],
   env: readonly string[],
+  spawn?: readonly string[],
 ): JobJsonBase {
   const names = [...new Set(registered)].filter((n) => isLinkName(n) && n !== "marsh").sort();
   return {
     version: 1,
     job,
     name,
-    // Cross-Kit spawning is allowed by default (docs/rules.md "Kit jobs"); nothing narrows it yet.
-    spawn: names,
+    // Only names that have a link: a set recorded before a `kits rm` keeps no dangling name.
+    spawn: spawn === undefined ? names : names.filter((n) => spawn.includes(n)),
     registered: names,
     socket: CAP_SOCKET,
     // The job tree's limits (docs/rules.md "Admission"), not a split's.

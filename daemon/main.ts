@@ -48,6 +48,12 @@ import {
   writeChildren,
 } from "./children.ts";
 import { JobClientBundle } from "./job_capability.ts";
+import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
+import { JobTreeCancel } from "./job_cancel.ts";
+import { HeldShellSlots } from "./split_launch_held.ts";
+import type { AdmissionConfig } from "../model/job_admission.ts";
+import { ProcessRuns } from "./process_run.ts";
+import { BranchRuns } from "./branch_links.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
@@ -187,6 +193,15 @@ async function main(): Promise<number> {
     log.close();
     return 2;
   }
+  let admission: AdmissionConfig;
+  try {
+    // Read once: a changed MARSH_TREE_KIT_VMS or MARSH_JOB_WALL_SECONDS takes a restart.
+    admission = readAdmissionConfig((n) => Deno.env.get(n));
+  } catch (error) {
+    log.info(`marshd: ${error instanceof Error ? error.message : error}`);
+    log.close();
+    return 2;
+  }
   const journal = Journal.open(`${home}/${JOURNAL_NAME}`);
 
   // The engine argv branches run on: the one the CLI user who started this
@@ -251,7 +266,18 @@ async function main(): Promise<number> {
   });
   // Uncertain jobs of the last daemon keep their slots until `marsh workers reset`.
   jobs.adopt(report);
+  // So do shell branches whose end is unknown, until their supervisors are seen gone.
+  const heldShells = new HeldShellSlots({ journal, pool, log, starts: processes.starts });
+  heldShells.adopt();
+  // One bundle of the in-job client for every Kit launch, split branch or `marsh run`.
+  const jobClient = new JobClientBundle(home, denoPath());
+  // One tree cancel and one admission for the split path and the run path alike.
+  const tree = new JobTreeCancel({ journal, log });
+  const admitter = new JobAdmitter(journal, admission);
+  const branchRuns = new BranchRuns();
   const splits = new Splits({
+    tree,
+    admitter,
     journal,
     splitfs,
     worker,
@@ -261,8 +287,9 @@ async function main(): Promise<number> {
     home,
     settings,
     shellView,
-    jobClient: new JobClientBundle(home, denoPath()),
+    jobClient,
     deno: denoPath(),
+    branchRuns,
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();
@@ -348,6 +375,23 @@ async function main(): Promise<number> {
   // Before any request: operations a crash left live are settled, views remounted.
   await sessions.recover();
   server.attachSessions(sessions);
+  server.attachProcesses(
+    new ProcessRuns({
+      journal,
+      admitter,
+      tree,
+      worker,
+      sockets: server,
+      jobClient,
+      deno: denoPath(),
+      home,
+      graceMs: settings.graceMs,
+      log,
+      locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
+      branchRuns,
+      ...(engineProblem === undefined ? {} : { engineProblem }),
+    }),
+  );
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });
@@ -358,6 +402,7 @@ async function main(): Promise<number> {
 
   const code = await stopped.promise;
   stopping = true;
+  heldShells.stop();
   log.info("marshd stopping");
   await splits.stop();
   server.shutdown();

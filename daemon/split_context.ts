@@ -16,6 +16,9 @@ import { cancelReason, nextSplitPhase, type SplitPhase } from "../model/split_ph
 import type { BranchSpec } from "../protocol/daemon.ts";
 import type { SplitfsService } from "../protocol/splitfs_client.ts";
 import { BranchControls } from "./branch_controls.ts";
+import { JobTreeCancel } from "./job_cancel.ts";
+import { JobAdmitter } from "./job_admit.ts";
+import { DEFAULT_ADMISSION_CONFIG } from "../model/job_admission.ts";
 import type { Authority, Conn } from "./conn.ts";
 import type { Log } from "./log.ts";
 import { manifestOf } from "./manifest.ts";
@@ -58,11 +61,17 @@ export interface SplitDeps {
   readonly jobClient: { ensure(): Promise<string> };
   /** The host's Deno executable, bound at `/run/marsh/deno`. */
   readonly deno: string;
+  /** The daemon's tree cancel, shared with the run path; made here when absent (tests). */
+  readonly tree?: JobTreeCancel;
+  /** The daemon's job admission, shared with the run path; made here when absent (tests). */
+  readonly admitter?: JobAdmitter;
   /**
    * Why argv branches cannot run in this daemon (the worker has no engine:
    * `DOCKER_HOST` could not be used), or absent when they can.
    */
   readonly engineProblem?: string;
+  /** The `marsh run` jobs shell branches started: a branch's capture waits for them. */
+  readonly branchRuns?: { settled(split: string, label: string): Promise<void> };
 }
 
 /** A branch of a split this daemon runs. */
@@ -146,11 +155,18 @@ export class LiveSplit {
 export class SplitContext {
   readonly live = new Map<string, LiveSplit>();
   readonly controls = new BranchControls();
+  /** The daemon's tree cancel, shared with the run path (`daemon/job_cancel.ts`). */
+  readonly tree: JobTreeCancel;
+  /** The daemon's one entry to job admission (`daemon/job_admit.ts`). */
+  readonly admitter: JobAdmitter;
   /** The control dir, canonical: a shell branch's view binds it read-only. */
   control: string | null = null;
   stopping = false;
 
-  constructor(readonly d: SplitDeps) {}
+  constructor(readonly d: SplitDeps) {
+    this.tree = d.tree ?? new JobTreeCancel(d);
+    this.admitter = d.admitter ?? new JobAdmitter(d.journal, DEFAULT_ADMISSION_CONFIG);
+  }
 
   /** The live record of a split this daemon holds (made for one it did not run). */
   liveOf(id: string, session: string): LiveSplit {

@@ -9,7 +9,7 @@
 
 import { Buffer } from "node:buffer";
 import type { KitRecord } from "../model/kit_rules.ts";
-import type { BranchRecord, JobRecord, SplitRecord } from "../journal/records.ts";
+import type { BranchRecord, SplitRecord } from "../journal/records.ts";
 import { labelProblem } from "../model/layout.ts";
 import { shellBranchRefusal } from "../model/shell_branch.ts";
 import { SPOOL_DIR } from "../protocol/control_dir.ts";
@@ -137,8 +137,9 @@ function record(
     withIgnored: req.withIgnored,
     rootId: null,
   };
-  // Every requested branch (and an argv branch's job) is on record before
-  // anything runs: a restart reports the ones that never started as cancelled.
+  // Every requested branch is on record before anything runs: a restart
+  // reports the ones that never started as cancelled. An argv branch's job
+  // gets its id now and its record at its admission (`split_launch_admit.ts`).
   const jobIds = new Map<string, string>();
   for (const b of req.branches) if (b.kind === "argv") jobIds.set(b.label, newId());
   const branchRecords = req.branches.map((b, index): BranchRecord => ({
@@ -183,27 +184,6 @@ function record(
       revokedMs: null,
     });
     journal.addBranches(id, branchRecords);
-    for (const b of req.branches) {
-      if (b.kind !== "argv") continue;
-      const job: JobRecord = {
-        id: jobIds.get(b.label)!,
-        kit: b.argv[0]!,
-        args: b.argv,
-        split: id,
-        label: b.label,
-        session,
-        state: "queued",
-        cleanup: "none",
-        attempt: null,
-        container: null,
-        status: null,
-        code: null,
-        createdMs: now,
-        startedMs: null,
-        finishedMs: null,
-      };
-      journal.addJob(job);
-    }
   });
   return { split, session, jobIds };
 }

@@ -115,6 +115,13 @@ export async function join(cx: SplitContext, conn: SplitConn, req: JoinRequest):
         : `split ${s.id} was cancelled: nothing to join`,
     );
   }
+  if (s.state === "uncertain") {
+    // The root client of a tree a restart interrupted (docs/rules.md "Kit jobs"): 125, like split's.
+    throw new RequestError(
+      125,
+      `job uncertain: split ${s.id} was running when the daemon restarted: its branches' ends are unknown and nothing of it was run again; see marsh splits ${s.id} (marsh splits rm ${s.id} removes it)`,
+    );
+  }
   if (s.state !== "await" && s.state !== "kept") {
     throw new RequestError(
       2,

@@ -11,7 +11,9 @@ import { lostProof, started } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR } from "../protocol/control_dir.ts";
 import { timeLimitStatus } from "./branch_controls.ts";
+import { withBranchLinks } from "./branch_links.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
+import { recordSupervisor } from "./split_launch_held.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import { shellPlace } from "./shell_view.ts";
 import { type LiveBranch, type LiveSplit, newId, type SplitContext } from "./split_context.ts";
@@ -131,7 +133,8 @@ export async function launchShell(
     attempt: attempt.id,
     script: (b.spec as { script: string }).script,
     ...place,
-    env,
+    // Registered names run as Kit jobs of this branch (docs/rules.md "Links").
+    env: withBranchLinks(dir, journal.listKits().map((k) => k.name), cx.d.deno, env),
     socket: b.socket,
     stdin: spool,
     stdout: `${dir}/stdout`,
@@ -139,9 +142,11 @@ export async function launchShell(
     outputLimit: OUTPUT_LIMIT,
     ...(namespace ? { namespace: { pid: namespace.pid } } : {}),
   }, {
-    launched: (_pid, mechanism) => {
+    launched: (_pid, mechanism, supervisor) => {
       b.move({ kind: "running", attempt, container: null });
       journal.updateBranch(live.id, label, { mechanism });
+      // What a restarted daemon checks before it frees this branch's slot.
+      if (supervisor !== undefined) void recordSupervisor(cx, live.id, label, supervisor);
       // Stopped while it was being launched: the cancel could not be sent before.
       if (live.stopped.has(label)) void worker.cancel(attempt.id, cx.d.settings.graceMs);
       const limit = b.spec.kind === "shell" ? b.spec.timeLimitS : undefined;

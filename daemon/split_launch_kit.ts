@@ -14,9 +14,9 @@ import { containerOf, lostProof } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
-import { isReservedEnvName } from "../model/env_name.ts";
 import { stoppedState } from "./branch_controls.ts";
-import { jobJsonBase, writeCapDir } from "./job_capability.ts";
+import { openJobCap } from "./kit_job_cap.ts";
+import { admitBranchJob } from "./split_launch_admit.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
 import { admit, newAttempt, settle } from "./split_launch.ts";
@@ -69,6 +69,8 @@ export async function launchKit(
       "failed: its fork is mounted in a namespace the Docker engine cannot see",
     );
   }
+  // Its job is a member of its tree first (docs/rules.md "Admission"), then the split's pool.
+  if (!(await admitBranchJob(cx, live, split, b, callerEnv))) return;
   if (!(await admit(cx, live, b))) return;
   const attempt = newAttempt(cx, live, b);
   const { dir } = attempt;
@@ -79,26 +81,37 @@ export async function launchKit(
   }
   // The job's capability (docs/kits.md, "The job capability: how `/run/marsh` is made"): its socket
   // and its /run/marsh. A failed setup fails the attempt; a job never runs without one.
+  const git = journal.getSplit(live.id)?.git ?? null;
+  const view = {
+    root: b.fork,
+    admin: git === null ? null : `${split.dir}/.admin/${label}`,
+    objectDirs: git?.objects ?? [],
+    readOnly: [],
+  };
   let cap: KitCap;
   try {
-    const client = await cx.d.jobClient.ensure();
-    const base = jobJsonBase(
-      jobId,
-      kit.name,
-      journal.listKits().map((k) => k.name),
-      Object.keys(env).filter((name) => !isReservedEnvName(name)),
-    );
-    writeCapDir(`${dir}/run`, base);
-    b.socket = sockets.openJob({
-      kind: "job",
-      job: jobId,
-      attempt: attempt.id,
-      split: live.id,
-      label,
-      session: live.session,
-      fork: b.fork,
+    const opened = await openJobCap({
+      jobClient: cx.d.jobClient,
+      deno: cx.d.deno,
+      sockets,
+      registered: () => journal.listKits().map((k) => k.name),
+    }, {
+      dir,
+      name: kit.name,
+      env,
+      authority: {
+        kind: "job",
+        job: jobId,
+        attempt: attempt.id,
+        split: live.id,
+        label,
+        session: live.session,
+        fork: b.fork,
+        view,
+      },
     });
-    cap = { dir: `${dir}/run`, socket: b.socket, deno: cx.d.deno, client, job: base };
+    b.socket = opened.socket;
+    cap = opened.cap;
   } catch (error) {
     if (b.socket) sockets.close(b.socket);
     b.socket = null;
@@ -130,7 +143,6 @@ export async function launchKit(
     });
   });
   b.move({ kind: "launching", attempt });
-  const git = journal.getSplit(live.id)?.git ?? null;
   const argv = (b.spec as { argv: readonly string[] }).argv;
   await worker.kitLaunch(
     {
@@ -152,8 +164,8 @@ export async function launchKit(
       env,
       fork: b.fork,
       cwd: split.cwd === "" ? b.fork : `${b.fork}/${split.cwd}`,
-      admin: git === null ? null : `${split.dir}/.admin/${label}`,
-      objectDirs: git?.objects ?? [],
+      admin: view.admin,
+      objectDirs: view.objectDirs,
       stdin: spool,
       stdout: `${dir}/stdout`,
       stderr: `${dir}/stderr`,
@@ -182,6 +194,15 @@ export async function launchKit(
           wall,
           started: p.kind === "running",
         });
+        log.info(
+          `split ${live.id}/${label}: job ${jobId} exited (${signal ?? `code ${code}`})`,
+        );
+        // Its end is now, not once its deletion is verified: what it started goes at once.
+        cx.tree.cancel(
+          { kind: "branch", split: live.id, label },
+          `its creator (job ${jobId}, ${live.id}/${label}) ended`,
+          { below: true },
+        );
       },
       settled: () => settle(cx, live, b, attempt),
       outputLimit: () => cancel(cx, live.id, OUTPUT_LIMIT_REASON),

@@ -12,6 +12,7 @@ import { attemptDir, finalOutputBytes, launchedAttempt } from "../model/branch_p
 import { branchCancelProblem } from "./branch_controls.ts";
 import type { Authority } from "./conn.ts";
 import { mayView } from "./creator.ts";
+import type { SplitSignals } from "./job_cancel.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import { RequestError } from "./request_error.ts";
 import type { LiveSplit, SplitContext } from "./split_context.ts";
@@ -19,36 +20,55 @@ import { moveSplit } from "./split_moves.ts";
 import { OUTPUT_LIMIT_REASON, outputSize } from "./split_settings.ts";
 
 /**
- * Cancels a running split: SIGINT to every process of every branch, the
- * grace, then SIGKILL; branches not yet launched never start. Returns
- * whether the split runs in this daemon (a second cancel keeps the first
- * reason).
+ * Cancels a running split and everything below it at once
+ * (`daemon/job_cancel.ts`): SIGINT to every process of every branch, and of
+ * every split and job its branches started, the grace, then SIGKILL;
+ * branches not yet launched never start. Returns whether the split runs in
+ * this daemon (a second cancel keeps the first reason).
  */
 export function cancel(cx: SplitContext, id: string, reason: string): boolean {
   const live = cx.live.get(id);
   if (!live || cx.d.journal.getSplit(id)?.state !== "run") return false;
   if (live.cancelReason) return true;
-  live.move({ kind: "cancelling", reason });
-  cx.d.log.info(`split ${id}: cancelling: ${reason}`);
-  for (const b of live.branches.values()) {
-    const attempt = launchedAttempt(b.phase);
-    if (attempt) void cx.d.worker.cancel(attempt, cx.d.settings.graceMs);
-  }
+  cx.tree.cancel({ kind: "split", id }, reason);
   return true;
 }
 
 /**
- * Stops one branch (a cancel, its time limit): SIGINT to its processes,
- * SIGKILL after the grace, or it never starts; it ends with `status`, not
- * captured, and its siblings go on.
+ * Stops one branch (a cancel, its time limit), and everything it started:
+ * SIGINT to its processes, SIGKILL after the grace, or it never starts; it
+ * ends with `status`, not captured, and its siblings go on.
  */
 export function stopBranch(cx: SplitContext, live: LiveSplit, label: string, status: string): void {
   if (live.cancelReason || live.stopped.has(label)) return;
-  live.stopped.set(label, status);
-  cx.d.log.info(`split ${live.id}/${label}: stopping the branch: ${status}`);
-  const b = live.branches.get(label);
-  const attempt = b ? launchedAttempt(b.phase) : null;
-  if (attempt) void cx.d.worker.cancel(attempt, cx.d.settings.graceMs);
+  cx.tree.cancel({ kind: "branch", split: live.id, label }, status);
+}
+
+/** How a tree cancel signals this daemon's splits and branches (`daemon/job_cancel.ts`). */
+export function splitSignals(cx: SplitContext): SplitSignals {
+  return {
+    split: (id, reason) => {
+      const live = cx.live.get(id);
+      if (!live || cx.d.journal.getSplit(id)?.state !== "run") return false;
+      if (live.cancelReason) return true;
+      live.move({ kind: "cancelling", reason });
+      cx.d.log.info(`split ${id}: cancelling: ${reason}`);
+      for (const b of live.branches.values()) {
+        const attempt = launchedAttempt(b.phase);
+        if (attempt) void cx.d.worker.cancel(attempt, cx.d.settings.graceMs);
+      }
+      return true;
+    },
+    branch: (split, label, status) => {
+      const live = cx.live.get(split);
+      if (!live || live.cancelReason || live.stopped.has(label)) return;
+      live.stopped.set(label, status);
+      cx.d.log.info(`split ${split}/${label}: stopping the branch: ${status}`);
+      const b = live.branches.get(label);
+      const attempt = b ? launchedAttempt(b.phase) : null;
+      if (attempt) void cx.d.worker.cancel(attempt, cx.d.settings.graceMs);
+    },
+  };
 }
 
 /** `marsh splits cancel ID [LABEL]`: the split, or one branch (daemon/branch_controls.ts). */

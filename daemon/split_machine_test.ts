@@ -298,7 +298,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "machine: a Kit branch costs one commit per effect: 4 before its launch, 4 to awaiting, " +
+  name: "machine: a Kit branch costs one commit per effect: 5 before its launch, 4 to awaiting, " +
     "2 in the release",
   // The job runs as the forks' owner: its user is read at launch.
   permissions: { ...permissions, sys: ["uid", "gid"] },
@@ -325,8 +325,8 @@ Deno.test({
   );
   const id = await accepted(conn);
   await until(() => w.worker.kit.size === 1, "the Kit launch");
-  // The records, the snapshot's, the fork's, the launch's.
-  assert.equal(w.journal.commits - before, 4, "commits from the request to the launch");
+  // The records, the snapshot's, the fork's, the job's admission (its record), the launch's.
+  assert.equal(w.journal.commits - before, 5, "commits from the request to the launch");
   const b0 = w.journal.branches(id)[0]!;
   assert.deepEqual(
     [b0.state, b0.forkStrategy !== null, w.journal.getJob(b0.jobId!)?.cleanup],

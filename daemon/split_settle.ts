@@ -17,7 +17,7 @@ import { SplitfsError } from "../protocol/splitfs_client.ts";
 import { removeAttemptsOf } from "./attempts.ts";
 import { stoppedState } from "./branch_controls.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
-import { cancel, checkOutput, startLease } from "./split_lease.ts";
+import { checkOutput, startLease } from "./split_lease.ts";
 import { moveBranch, moveSplit } from "./split_moves.ts";
 import { outputSize } from "./split_settings.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
@@ -28,24 +28,26 @@ function exitStatus(code: number | null, signal: string | null): string {
 
 /**
  * A branch's (or its job's) end: its socket closes, its capability is
- * revoked, and every split it created that still runs is cancelled
- * (docs/guide.md, "Life of a split").
+ * revoked, and everything it started that still runs is cancelled
+ * (docs/guide.md, "Life of a split"; `daemon/job_cancel.ts`).
  */
 export function revoke(cx: SplitContext, live: LiveSplit, b: LiveBranch): void {
   const { journal, sockets } = cx.d;
   const label = b.label;
   if (b.socket) sockets.close(b.socket);
   b.socket = null;
-  journal.revokeCapability(`${live.id}/${label}`);
-  for (const child of cx.live.values()) {
-    if (child === live || child.cancelReason !== null) continue;
-    const rec = journal.getSplit(child.id);
-    if (rec?.state !== "run" || rec.parent?.split !== live.id || rec.parent.label !== label) {
-      continue;
-    }
-    const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
-    cancel(cx, child.id, `its creator (${by}, ${live.id}/${label}) ended`);
-  }
+  journal.immediate(() => {
+    journal.revokeCapability(`${live.id}/${label}`);
+    if (b.jobId !== null) journal.jobTree.revoke(b.jobId);
+  });
+  const by = b.jobId !== null ? `job ${b.jobId}` : "branch";
+  cx.tree.cancel(
+    { kind: "branch", split: live.id, label },
+    `its creator (${by}, ${live.id}/${label}) ended`,
+    {
+      below: true,
+    },
+  );
 }
 
 /** Gives back the branch's pool slot, once. */
@@ -72,7 +74,8 @@ export async function endUnlaunched(
       code,
       finishedMs: now,
     });
-    if (jobId !== null) {
+    // A job refused at admission, or never admitted, has no record (docs/rules.md "Admission").
+    if (jobId !== null && journal.getJob(jobId) !== null) {
       journal.updateJob(jobId, { state, cleanup: "none", status, code, finishedMs: now });
     }
   });
@@ -114,6 +117,8 @@ export async function settled(
   b.move({ kind: "settling", attempt, container, exit, wall, outputBytes });
   cx.controls.ended(live.id, label);
   revoke(cx, live, b);
+  // The Kit jobs the branch started write its fork until their containers are gone.
+  await cx.d.branchRuns?.settled(live.id, label);
   const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
   checkOutput(cx, live);
   let state: "captured" | "rejected" | "failed" | "cancelled";

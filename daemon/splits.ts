@@ -31,7 +31,7 @@ import { type SplitConn, SplitContext, type SplitDeps } from "./split_context.ts
 import { create } from "./split_create.ts";
 import { ensureOpen, join, readOut } from "./split_join.ts";
 import { RequestError } from "./request_error.ts";
-import { cancel, cancelRequest, liveOutput } from "./split_lease.ts";
+import { cancel, cancelRequest, liveOutput, splitSignals } from "./split_lease.ts";
 import { adoptAwaiting, list, remove, stop } from "./split_remove.ts";
 import { runTests, type TestSpec } from "./compare_runs.ts";
 import type { CompareTest } from "../protocol/daemon_compare.ts";
@@ -56,6 +56,7 @@ export class Splits {
 
   constructor(deps: SplitDeps) {
     this.#cx = new SplitContext(deps);
+    this.#cx.tree.attachSplits(splitSignals(this.#cx));
   }
 
   /** `marsh split`: runs a split over the creator's connection. */

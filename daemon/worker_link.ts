@@ -38,7 +38,8 @@ export type OperationLaunchSpec = Omit<LaunchBase & ArgvProgram & FifoStdio, "v"
 
 /** The events of one attempt. */
 export interface AttemptEvents {
-  launched(pid: number, mechanism: "cgroup" | "subreaper"): void;
+  /** `supervisor`: the attempt's supervisor, which exits only once every process of it is gone. */
+  launched(pid: number, mechanism: "cgroup" | "subreaper", supervisor?: number): void;
   exited(code: number | null, signal: string | null): void;
   /** After `exited`: what the branch left running, each time that changes. */
   lingering?(ev: LingeringEvent): void;
@@ -163,7 +164,7 @@ export class WorkerLink {
     if (!h) return;
     switch (ev.t) {
       case "launched":
-        if ("pid" in ev) h.launched(ev.pid, ev.mechanism);
+        if ("pid" in ev) h.launched(ev.pid, ev.mechanism, ev.supervisor);
         break;
       case "exited":
         h.exited(ev.code, ev.signal);

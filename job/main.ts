@@ -12,10 +12,10 @@
  * job's capability socket, whose connections carry the job's authority: the
  * daemon decides what this job may do, the client is no boundary.
  *
- * - `--link=marsh ARGS`: the job's `marsh` (`split`, `join`, `splits`, `jobs`).
+ * - `--link=marsh ARGS`: the job's `marsh` (`split`, `join`, `splits`, `jobs`, `run`).
  * - `--link=NAME ARGS` for a registered Kit name (the link's child case):
- *   checked against `job.json`'s `registered` and `spawn`; running it as a
- *   child job (`ProcessRun`) is not supported yet.
+ *   checked against `job.json`'s `registered` and `spawn`, then run as a
+ *   child job of this one (`process.run`), its stdio and exit status relayed.
  *
  * `MARSH_CAP_DIR` (tests outside a container) replaces `/run/marsh` as the
  * place of `job.json`; the socket is always `job.json`'s.
@@ -24,7 +24,10 @@
  */
 
 import type { Command } from "commander";
-import { type CliContext, errorLine, runCli } from "../client/cli_program.ts";
+import { type CliContext, errorLine, io, runCli, signals } from "../client/cli_program.ts";
+import { CliError } from "../client/cli_error.ts";
+import { registerRunCommand, runCommand } from "../client/run_command.ts";
+import { spawnRefusal } from "../model/job_spawn.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
 import { registerJobsList } from "../client/jobs_command.ts";
 import { registerFanoutCommands } from "../client/fanout_commands.ts";
@@ -142,6 +145,7 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
     place: "job",
     contextFile: `${Deno.env.get(CAP_DIR_ENV) || CAP_TARGET}/${CAP_FILES.context}`,
   });
+  registerRunCommand(program, ctx);
 }
 
 /**
@@ -194,13 +198,23 @@ export async function jobMain(argv: readonly string[]): Promise<number> {
     return NOT_REGISTERED;
   }
   if (!job.spawn.includes(name)) {
-    errorLine(`marsh: spawn refused: ${name} not in this job's spawn set (MARSH_SPAWN)`);
+    // The daemon decides the same from the job's record; refusing here costs no request.
+    errorLine(`marsh: ${spawnRefusal(name)}`);
     return REFUSED;
   }
-  errorLine(
-    `marsh: ${name}: running a registered command as a child job is not supported yet; run it as an argv branch: marsh split ::: LABEL ${name} ARGS... | marsh join`,
-  );
-  return REFUSED;
+  // The child case (docs/rules.md "Links"): the name runs as a child job of this one.
+  return await runLink(name, args);
+}
+
+/** A registered name as a child job (`process.run`, via `link`): its stdio and exit are ours. */
+async function runLink(name: string, args: readonly string[]): Promise<number> {
+  try {
+    return await runCommand({ name, args, noSpawn: false, via: "link" }, io, signals);
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    errorLine(error.message);
+    return error.code;
+  }
 }
 
 if (import.meta.main) {

@@ -30,6 +30,17 @@ import {
 } from "../model/job_admission.ts";
 import { cutArgs, type Lineage, type ListedJob, type ProcessCounts } from "../model/job_lineage.ts";
 import type { JobRecord } from "./records.ts";
+import { cancelScope, type TreeRoot, type TreeScope, treeScope } from "./job_tree_scope.ts";
+import {
+  HELD_SHELL,
+  type HeldShellSlot,
+  heldShellSlots,
+  recordSupervisor,
+  supervisorEnded,
+} from "./shell_slots.ts";
+
+export type { TreeRoot, TreeScope } from "./job_tree_scope.ts";
+export type { HeldShellSlot } from "./shell_slots.ts";
 
 /** A job's lineage columns as the journal keeps them; null for a job recorded before the job tree. */
 export interface JobTreeRow {
@@ -141,8 +152,11 @@ export class JobTreeJournal {
       seen.add(String(row.id));
       jobs.push(treeJob(row));
     }
+    // Running shell branches, and uncertain ones whose end is not verified yet.
     const shells = c.get(
-      "SELECT count(*) AS n FROM branches WHERE kind = 'shell' AND state = 'running'",
+      `SELECT (SELECT count(*) FROM branches WHERE kind = 'shell' AND state = 'running')
+         + (SELECT count(*) FROM shell_supervisors s
+            JOIN branches b ON b.split = s.split AND b.label = s.label WHERE ${HELD_SHELL}) AS n`,
     );
     const launches: Record<string, number> = {};
     const root = parentJob === null ? undefined : jobs.find((j) => j.id === parentJob)?.root;
@@ -231,6 +245,36 @@ export class JobTreeJournal {
     });
   }
 
+  /**
+   * The first step of a cancel of everything at and below `root` (a job,
+   * a split or a branch; `journal/job_tree_scope.ts`), in one transaction:
+   * every live job capability in it `cancelling`, every live branch
+   * capability revoked. Returns the scope, for the caller to signal.
+   */
+  cancelScope(root: TreeRoot, nowMs: number = Date.now()): TreeScope {
+    return cancelScope(this.#c, root, nowMs);
+  }
+
+  /** Every node at and below `root`, changing nothing. */
+  scope(root: TreeRoot): TreeScope {
+    return treeScope(this.#c, root);
+  }
+
+  /** Records a running shell branch's supervisor (`journal/shell_slots.ts`). */
+  recordSupervisor(split: string, label: string, pid: number, start: number): void {
+    recordSupervisor(this.#c, split, label, pid, start);
+  }
+
+  /** The shell branches whose end is unknown, each holding its pool slot. */
+  heldShellSlots(): HeldShellSlot[] {
+    return heldShellSlots(this.#c);
+  }
+
+  /** A held shell branch's supervisor was seen gone: its slot frees. */
+  supervisorEnded(split: string, label: string, nowMs: number = Date.now()): void {
+    supervisorEnded(this.#c, split, label, nowMs);
+  }
+
   /** A job's end: its capability revoked (its slot follows its cleanup). */
   revoke(id: string): void {
     this.#c.write("revoke a job's capability", () => {
@@ -306,14 +350,20 @@ export class JobTreeJournal {
     });
   }
 
-  /** `marsh status`'s `processes`: jobs queued or running, launches refused, slots held uncertain. */
+  /**
+   * `marsh status`'s `processes`: jobs queued or running, launches refused,
+   * slots held by uncertain jobs and by shell branches whose end is unknown.
+   */
   processes(): ProcessCounts {
     return this.#c.read("count processes", () => {
       const row = this.#c.get(
         `SELECT
            (SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')) AS running,
            (SELECT n FROM admission_counts WHERE name = 'refused') AS refused,
-           (SELECT count(*) FROM jobs WHERE cleanup = 'uncertain') AS held`,
+           (SELECT count(*) FROM jobs WHERE cleanup = 'uncertain')
+             + (SELECT count(*) FROM shell_supervisors s
+                JOIN branches b ON b.split = s.split AND b.label = s.label
+                WHERE ${HELD_SHELL}) AS held`,
       );
       return {
         running: Number(row?.running ?? 0),

@@ -484,6 +484,25 @@ export const MIGRATIONS: readonly Migration[] = [
         CHECK (drain IS NULL OR drain IN ('cgroup', 'subreaper'));
     `,
   },
+  {
+    version: 14,
+    name:
+      "shell branches' supervisors: an uncertain shell branch's slot held until its end is verified (issue 15)",
+    // docs/rules.md "Budgets and capabilities": a restarted daemon holds the
+    // slot of a shell branch whose end is unknown until the supervisor it
+    // recorded (pid and /proc start time) is seen gone.
+    sql: `
+      CREATE TABLE shell_supervisors (
+        split TEXT NOT NULL,
+        label TEXT NOT NULL,
+        pid INTEGER NOT NULL CHECK (pid > 0),
+        start INTEGER NOT NULL CHECK (start >= 0),
+        ended_ms INTEGER,
+        PRIMARY KEY (split, label),
+        FOREIGN KEY (split, label) REFERENCES branches (split, label) ON DELETE CASCADE
+      ) STRICT;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -212,7 +212,7 @@ Deno.test({
       "parent:    split:SPLIT_1/a",
       "root:      JOB_A",
       "depth:     1",
-      "spawn:     -",
+      "spawn:     fixture",
       "split:     SPLIT_1/a",
       "children:  JOB_N",
       "",

@@ -260,6 +260,7 @@ export class ProcessRuns {
     };
     relay.start();
     void this.#follow(conn, id, relay, end.promise);
+    // A worker that cannot be asked (its link is gone) ends the run as a failure, never a hang.
     await d.worker.kitLaunch(launch, d.graceMs, {
       launched: (c) => {
         container = c;
@@ -272,7 +273,13 @@ export class ProcessRuns {
       outputLimit: () => {},
       error: (message) => end.resolve({ kind: "error", message }),
       unreaped: (c, message) => end.resolve({ kind: "unreaped", container: c, message }),
-    });
+    }).catch((error) =>
+      end.resolve({
+        kind: "unreaped",
+        container: null,
+        message: `the worker was not asked: ${error}`,
+      })
+    );
     if (run.cancelled !== null) void d.worker.cancel(attempt, d.graceMs);
     const how = await end.promise;
     await relay.finish();

@@ -495,3 +495,22 @@ Deno.test({
   assert.equal(reset.code, 0, show(reset));
   assert.deepEqual(await runContainers(w), []);
 });
+
+Deno.test({
+  name: "marsh run: a caller that dies (kill -9) cancels its job; the container is verified gone",
+  permissions,
+}, async () => {
+  await using w = await World.create(undefined, { MARSH_CANCEL_GRACE_MS: "1000" });
+  const run = w.sb.spawnMarsh(["run", "fixture", "sleep", "300"]);
+  await waitFor("the job's container", async () => (await runContainers(w)).length === 1);
+  // The launcher execs Deno: this pid is the CLI itself, and nothing tells the daemon it died.
+  run.kill("SIGKILL");
+  await run.output();
+  await waitFor("the job cancelled", () => {
+    const rows = lineages(w);
+    return rows.length === 1 && rows[0]!.state === "cancelled" ? rows : undefined;
+  });
+  const [job] = lineages(w);
+  assert.deepEqual([job!.code, job!.cleanup, job!.cap], [130, "removed", "revoked"]);
+  assert.deepEqual(await runContainers(w), []);
+});

@@ -118,7 +118,7 @@ export class ProcessRuns {
     if (kit === null) {
       throw new RequestError(
         127,
-        `${req.name} is not a registered command (marsh kits list shows them; marsh kits add registers one)`,
+        `${req.name} is not a registered command (marsh kits ls shows them; marsh kits add registers one)`,
       );
     }
     const place = await runPlace(d, conn.authority, req.cwd);

@@ -87,6 +87,14 @@ Deno.test({
   assert.equal(jobs.length, 1);
   assert.deepEqual([jobs[0]!.state, jobs[0]!.code, jobs[0]!.cleanup], ["finished", 3, "removed"]);
   assert.deepEqual(await runContainers(w), []);
+  // An unregistered name: nothing recorded, 127 with the fix.
+  const none = await w.sb.marsh(["run", "nosuch", "x"]);
+  assert.deepEqual([none.code, none.stdout, none.stderr], [
+    127,
+    "",
+    "marsh: nosuch is not a registered command (marsh kits ls shows them; marsh kits add registers one)\n",
+  ]);
+  assert.equal((await w.jobs()).length, 1);
 });
 
 Deno.test({

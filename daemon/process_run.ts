@@ -284,7 +284,15 @@ export class ProcessRuns {
     const how = await end.promise;
     await relay.finish();
     this.#runs.delete(id);
-    const reply = this.#record(id, kit.name, kit.wallS, how, exit, container, run.cancelled);
+    const reply = this.#record(
+      id,
+      kit.name,
+      admitted.lineage.parentDeadline,
+      how,
+      exit,
+      container,
+      run.cancelled,
+    );
     d.sockets.close(socket);
     d.journal.jobTree.revoke(id);
     // Its end ends its subtree: nothing it started outlives it.
@@ -350,7 +358,7 @@ export class ProcessRuns {
   #record(
     id: string,
     name: string,
-    kitWallS: number,
+    parentDeadline: boolean,
     how: RunEnd,
     exit: { code: number | null; signal: string | null; wall: boolean } | null,
     container: string | null,
@@ -397,10 +405,11 @@ export class ProcessRuns {
       return { code: null, signal: null, status: 125, cause: status };
     }
     if (exit.wall) {
-      const status =
-        `failed: wall clock limit reached (limit:wall; the Kit's ${kitWallS} s, MARSH_JOB_WALL_SECONDS, or the parent's deadline)`;
+      // The deadline fixed at admission: the parent's remaining time, or its own limits.
+      const cause = parentDeadline ? "limit:wall: parent deadline" : "limit:wall";
+      const status = `failed: wall clock limit reached (${cause})`;
       d.journal.updateJob(id, { state: "failed", cleanup, status, code: 124, finishedMs });
-      return { code: exit.code, signal: exit.signal, status: 124, cause: "limit:wall" };
+      return { code: exit.code, signal: exit.signal, status: 124, cause };
     }
     const code = exitCodeOf(exit.code, exit.signal);
     d.journal.updateJob(id, {

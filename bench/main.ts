@@ -54,6 +54,7 @@ import { measureBaselines } from "./baselines.ts";
 import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
 import { runCheckpoints } from "./checkpoints_main.ts";
 import { measureTree, renderTree, TREE_RUNS } from "./tree.ts";
+import { measureTreeJournal, renderTreeJournal } from "./tree_journal.ts";
 import {
   CHECKPOINT_RUNS,
   CHECKPOINT_SIZES,
@@ -382,7 +383,12 @@ if (import.meta.main) {
       runs: options.runs ?? TREE_RUNS,
       log: (l) => console.error(`bench: ${l}`),
     });
-    console.log(options.json ? JSON.stringify(result, null, 2) : renderTree(result));
+    const journal = measureTreeJournal();
+    console.log(
+      options.json
+        ? JSON.stringify({ ...result, journal }, null, 2)
+        : `${renderTree(result)}\n\n${renderTreeJournal(journal)}`,
+    );
   } else if (options.checkpoints) {
     await runCheckpoints({
       sizes: options.sizesGiven ? options.sizes : CHECKPOINT_SIZES,

@@ -31,7 +31,7 @@ const CAP_RETRY_PAUSE_MS = 100;
 
 /** `marsh run --help`'s text after the options. */
 export const RUN_HELP = `
-NAME is a registered command (marsh kits list). It runs as its own job in a
+NAME is a registered command (marsh kits ls). It runs as its own job in a
 fresh container of its Kit, with ARGS exactly as given, and this command's
 stdin, stdout, stderr and exit status are its own (no terminal: it gets
 pipes, so an interactive program sees no TTY).

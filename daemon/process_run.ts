@@ -129,7 +129,7 @@ export class ProcessRuns {
     if (kit === null) {
       throw new RequestError(
         127,
-        `${req.name} is not a registered command (marsh kits list shows them; marsh kits add registers one)`,
+        `${req.name} is not a registered command (marsh kits ls shows them; marsh kits add registers one)`,
       );
     }
     const place = await runPlace(d, conn.authority, req.cwd);
@@ -278,6 +278,7 @@ export class ProcessRuns {
     };
     relay.start();
     void this.#follow(conn, id, relay, end.promise);
+    // A worker that cannot be asked (its link is gone) ends the run as a failure, never a hang.
     await d.worker.kitLaunch(launch, d.graceMs, {
       launched: (c) => {
         container = c;
@@ -290,13 +291,27 @@ export class ProcessRuns {
       outputLimit: () => {},
       error: (message) => end.resolve({ kind: "error", message }),
       unreaped: (c, message) => end.resolve({ kind: "unreaped", container: c, message }),
-    });
+    }).catch((error) =>
+      end.resolve({
+        kind: "unreaped",
+        container: null,
+        message: `the worker was not asked: ${error}`,
+      })
+    );
     if (run.cancelled !== null) void d.worker.cancel(attempt, d.graceMs);
     const how = await end.promise;
     await relay.finish();
     this.#runs.delete(id);
     untrack();
-    const reply = this.#record(id, kit.name, kit.wallS, how, exit, container, run.cancelled);
+    const reply = this.#record(
+      id,
+      kit.name,
+      admitted.lineage.parentDeadline,
+      how,
+      exit,
+      container,
+      run.cancelled,
+    );
     d.sockets.close(socket);
     d.journal.jobTree.revoke(id);
     // Its end ends its subtree: nothing it started outlives it.
@@ -362,7 +377,7 @@ export class ProcessRuns {
   #record(
     id: string,
     name: string,
-    kitWallS: number,
+    parentDeadline: boolean,
     how: RunEnd,
     exit: { code: number | null; signal: string | null; wall: boolean } | null,
     container: string | null,
@@ -409,10 +424,11 @@ export class ProcessRuns {
       return { code: null, signal: null, status: 125, cause: status };
     }
     if (exit.wall) {
-      const status =
-        `failed: wall clock limit reached (limit:wall; the Kit's ${kitWallS} s, MARSH_JOB_WALL_SECONDS, or the parent's deadline)`;
+      // The deadline fixed at admission: the parent's remaining time, or its own limits.
+      const cause = parentDeadline ? "limit:wall: parent deadline" : "limit:wall";
+      const status = `failed: wall clock limit reached (${cause})`;
       d.journal.updateJob(id, { state: "failed", cleanup, status, code: 124, finishedMs });
-      return { code: exit.code, signal: exit.signal, status: 124, cause: "limit:wall" };
+      return { code: exit.code, signal: exit.signal, status: 124, cause };
     }
     const code = exitCodeOf(exit.code, exit.signal);
     d.journal.updateJob(id, {

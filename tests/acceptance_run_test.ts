@@ -8,9 +8,16 @@
 
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
-import { handleId, MARSH, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
+import {
+  finish,
+  handleId,
+  MARSH,
+  PERMISSIONS as permissions,
+  show,
+  waitFor,
+} from "./_acceptance.ts";
 import { listContainers, withLock } from "./_engine.ts";
-import { World } from "./_kit_world.ts";
+import { pidsNaming, World } from "./_kit_world.ts";
 
 /** A second Kit identity (another image than `fixture`'s), registered as `tools` with entrypoint `env`. */
 async function addTools(w: World): Promise<void> {
@@ -80,6 +87,14 @@ Deno.test({
   assert.equal(jobs.length, 1);
   assert.deepEqual([jobs[0]!.state, jobs[0]!.code, jobs[0]!.cleanup], ["finished", 3, "removed"]);
   assert.deepEqual(await runContainers(w), []);
+  // An unregistered name: nothing recorded, 127 with the fix.
+  const none = await w.sb.marsh(["run", "nosuch", "x"]);
+  assert.deepEqual([none.code, none.stdout, none.stderr], [
+    127,
+    "",
+    "marsh: nosuch is not a registered command (marsh kits ls shows them; marsh kits add registers one)\n",
+  ]);
+  assert.equal((await w.jobs()).length, 1);
 });
 
 Deno.test({
@@ -232,7 +247,10 @@ Deno.test({
     }
   });
   // The four admitted ones are still running: the refusal was the fan-out's.
-  assert.equal(lineages(w).filter((j) => j.state === "running" && j.depth === 2).length, 4);
+  assert.equal(
+    lineages(w).filter((j) => ["queued", "running"].includes(j.state) && j.depth === 2).length,
+    4,
+  );
   Deno.writeTextFileSync(`${w.sb.project}/gate`, "");
   const r = await run.output();
   const err = new TextDecoder().decode(r.stderr);
@@ -411,5 +429,103 @@ Deno.test({
     ["fixture", null, 1],
     ["fixture", m.branches[0]!.job_id, 2],
   ]);
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name:
+    "marsh run: MARSH_JOB_WALL_SECONDS stops the job (124); its child's deadline is the parent's",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    // The root outlives its child's end either way: its own wall kill ends it.
+    "top.sh": "marsh run fixture sleep 60; sleep 60\n",
+  }, { MARSH_JOB_WALL_SECONDS: "4", MARSH_CANCEL_GRACE_MS: "1000" });
+  const t0 = Date.now();
+  const r = await w.sb.marsh(["run", "fixture", "sh", "./top.sh"]);
+  assert.equal(r.code, 124, show(r));
+  assert.ok(Date.now() - t0 < 20_000, `took ${Date.now() - t0} ms`);
+  const db = new DatabaseSync(`${w.sb.home}/journal.db`, { readOnly: true });
+  try {
+    const rows = db.prepare(
+      "SELECT depth, deadline_ms, parent_deadline, created_ms, state, status FROM jobs ORDER BY depth",
+    ).all() as {
+      depth: number;
+      deadline_ms: number;
+      parent_deadline: number;
+      created_ms: number;
+      state: string;
+      status: string;
+    }[];
+    assert.equal(rows.length, 2);
+    const [top, child] = rows as [typeof rows[0], typeof rows[0]];
+    // The root's deadline: its start plus MARSH_JOB_WALL_SECONDS (the Kit's own limit is longer).
+    assert.ok(Math.abs(top.deadline_ms - top.created_ms - 4_000) < 1_000, JSON.stringify(top));
+    assert.equal(top.parent_deadline, 0);
+    // The child's is its parent's, and says so.
+    assert.deepEqual([child.deadline_ms, child.parent_deadline], [top.deadline_ms, 1]);
+    assert.equal(top.status, "failed: wall clock limit reached (limit:wall)");
+    // The child ends at the same deadline: by its own wall kill, or cancelled by its parent's end.
+    assert.ok(
+      ["failed: wall clock limit reached (limit:wall: parent deadline)", "cancelled"].includes(
+        child.status,
+      ),
+      child.status,
+    );
+  } finally {
+    db.close();
+  }
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: the daemon dies mid-run; the client says job uncertain (125), reset frees it",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const { sb } = w;
+  const run = sb.spawnMarsh(["run", "fixture", "sleep", "600"]);
+  const container = await waitFor("the job's container", async () => {
+    const c = await runContainers(w);
+    return c.length === 1 ? c[0]!.id : undefined;
+  });
+  const pid = sb.daemonPid();
+  assert.ok(pid);
+  const workers = await pidsNaming("worker/main.ts", sb.home);
+  assert.equal(workers.length, 1, `worker pids ${workers}`);
+  // Frozen first, then killed: the worker may not see its daemon go and stop the container.
+  for (const p of [workers[0]!, pid]) Deno.kill(p, "SIGSTOP");
+  for (const p of [workers[0]!, pid]) Deno.kill(p, "SIGKILL");
+  const lost = await finish(run, "marsh run");
+  assert.equal(lost.code, 125, show(lost));
+  assert.match(
+    lost.stderr,
+    /^marsh: job uncertain: the daemon went away while job [a-z0-9]{8} ran \(marsh jobs shows it\)\n$/,
+  );
+  // A new daemon: the job is uncertain and its container still there; nothing is rerun.
+  const jobs = await w.jobs();
+  assert.deepEqual(jobs.map((j) => [j.state, j.cleanup]), [["uncertain", "uncertain"]]);
+  assert.deepEqual((await runContainers(w)).map((c) => c.id), [container]);
+  const reset = await sb.marsh(["workers", "reset", "fixture"]);
+  assert.equal(reset.code, 0, show(reset));
+  assert.deepEqual(await runContainers(w), []);
+});
+
+Deno.test({
+  name: "marsh run: a caller that dies (kill -9) cancels its job; the container is verified gone",
+  permissions,
+}, async () => {
+  await using w = await World.create(undefined, { MARSH_CANCEL_GRACE_MS: "1000" });
+  const run = w.sb.spawnMarsh(["run", "fixture", "sleep", "300"]);
+  await waitFor("the job's container", async () => (await runContainers(w)).length === 1);
+  // The launcher execs Deno: this pid is the CLI itself, and nothing tells the daemon it died.
+  run.kill("SIGKILL");
+  await run.output();
+  await waitFor("the job cancelled", () => {
+    const rows = lineages(w);
+    return rows.length === 1 && rows[0]!.state === "cancelled" ? rows : undefined;
+  });
+  const [job] = lineages(w);
+  assert.deepEqual([job!.code, job!.cleanup, job!.cap], [130, "removed", "revoked"]);
   assert.deepEqual(await runContainers(w), []);
 });

@@ -5,7 +5,8 @@
  * --tree` draws one fanout node with the two jobs under it; a split made in
  * a fanout branch gives its argv branch's job the mark too; `marsh split |
  * marsh join -- marsh run …` records `lineage.consumes` and the tree says
- * `(consumes split ID)`; a forged `SPLIT_ID` and a malformed `FANOUT_BRANCH`
+ * `(consumes split ID)`; a fanout inside a job starts ordinary children (no
+ * fanout row); a forged `SPLIT_ID` and a malformed `FANOUT_BRANCH`
  * mark nothing and stop nothing.
  *
  * The goldens normalise only ids (named) and times (`T ago`, `R`), after
@@ -227,4 +228,39 @@ Deno.test({
   );
   const shown = await sb.marsh(["jobs", "show", String(consumer!.job_id)]);
   assert.match(shown.stdout, new RegExp(`^consumes: +${id}$`, "m"), show(shown));
+});
+
+Deno.test({
+  name:
+    "lineage.fanout: a fanout inside a job starts ordinary children, drawn without a fanout row",
+  permissions,
+}, async () => {
+  await using w = await World.create();
+  const { sb } = w;
+  await addTools(w);
+  // In the job: `a` through the link, `b` with marsh run; both children of the job.
+  const r = await sb.marsh([
+    "run",
+    "fixture",
+    "sh",
+    "-c",
+    `marsh fanout -n ::: a tools sh -c "echo a > a.ran; echo in-a" ` +
+    `::: b sh -c 'while [ ! -e a.ran ]; do sleep 0.1; done; marsh run tools echo in-b' | marsh collect`,
+  ]);
+  assert.equal(r.code, 0, show(r));
+  assert.equal(r.stdout, "== a: exited 0\nin-a\n\n== b: exited 0\nin-b\n\n", show(r));
+  const { byLaunch } = await jobsJson(w);
+  assert.equal(byLaunch.length, 3, show(r));
+  const [top, ...kids] = byLaunch;
+  assert.deepEqual(
+    kids.map((j) => [j.lineage.parent, "fanout" in j.lineage]),
+    [[`job:${top!.job_id}`, false], [`job:${top!.job_id}`, false]],
+  );
+  const forest = JSON.parse((await sb.marsh(["jobs", "--tree", "--json"])).stdout) as {
+    jobs: Node[];
+  };
+  const shape = (n: Node): unknown => [n.node, n.job_id, ...n.children.map(shape)];
+  assert.deepEqual(forest.jobs.map(shape), [
+    ["job", top!.job_id, ["job", kids[0]!.job_id], ["job", kids[1]!.job_id]],
+  ]);
 });

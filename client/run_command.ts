@@ -21,6 +21,8 @@ import { CliError } from "./cli_error.ts";
 import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./daemon_connect.ts";
 import type { CliIo, Signals } from "./io.ts";
 import { SPAWN_ENV } from "../model/job_spawn.ts";
+import { FANOUT_BRANCH_ENV, parseFanoutBranch } from "../model/fanout.ts";
+import { splitIdProblem } from "../model/layout.ts";
 import { RUN_CHUNK, type RunSpawn, type RunVia } from "../protocol/process_run.ts";
 import type { DaemonFrame } from "../protocol/daemon.ts";
 import { TOO_MANY_CONNECTIONS } from "../protocol/job_capability.ts";
@@ -63,6 +65,23 @@ Examples:
   MARSH_SPAWN=codex marsh run claude -p "ask codex for a second opinion"
   marsh run --no-spawn tools make test
 `;
+
+/**
+ * The lineage marks this caller offers (docs/rules.md "Lineage"): its
+ * `FANOUT_BRANCH` (set by `marsh fanout`) and `SPLIT_ID` (set by `marsh join
+ * -- CMD`). A malformed value is not sent and is no error: the marks are
+ * display only, and an odd variable must not stop a run.
+ */
+export function runMarks(env: Readonly<Record<string, string>>): {
+  fanout?: string;
+  consumes?: string;
+} {
+  const fanout = env[FANOUT_BRANCH_ENV], split = env.SPLIT_ID;
+  return {
+    ...(fanout !== undefined && parseFanoutBranch(fanout) !== null ? { fanout } : {}),
+    ...(split !== undefined && splitIdProblem(split) === null ? { consumes: split } : {}),
+  };
+}
 
 /** What one `marsh run` asks for. */
 export interface RunOptions {
@@ -121,6 +140,7 @@ export async function runCommand(
     spawn,
     tty: io.stdinIsTerminal || io.stdoutIsTerminal,
     via: opts.via,
+    ...runMarks(env),
   } as const;
   // A job's socket refuses a connection past its cap before reading it: nothing
   // started, so the request is tried again for a moment before the refusal stands.

@@ -34,6 +34,7 @@ import {
 import { admissionConfig, JOB_WALL_ENV, TREE_KIT_VMS_ENV } from "../model/job_admission_config.ts";
 import type { SpawnNarrowing } from "../model/job_spawn.ts";
 import { isLinkName } from "../model/kit_name.ts";
+import { type LineageMarks, lineageMarks, type OfferedMarks } from "../model/lineage_marks.ts";
 import type { KitRecord } from "../model/kit_rules.ts";
 import { RequestError } from "./request_error.ts";
 
@@ -90,6 +91,11 @@ export interface JobLaunch {
   readonly narrow: SpawnNarrowing;
   /** The asking link's or `marsh run`'s stdin or stdout is a terminal (refused for a child). */
   readonly tty: boolean;
+  /**
+   * The caller's `FANOUT_BRANCH` and the split its join handed over (checked
+   * real by the caller): recorded only where `model/lineage_marks.ts` says.
+   */
+  readonly marks?: OfferedMarks;
 }
 
 /** An admitted job: its record is in the journal, `queued`, with this lineage and a live capability. */
@@ -99,6 +105,8 @@ export interface Admitted {
   readonly warnings: readonly string[];
   /** The top-level tree (its root job's id). */
   readonly tree: string;
+  /** The display marks its record got (`lineage.fanout`, `lineage.consumes`). */
+  readonly marks: LineageMarks;
 }
 
 /** The part of the journal admission uses. */
@@ -149,8 +157,9 @@ export class JobAdmitter {
       tty: launch.tty,
       nowMs: this.#now(),
     };
-    const d = this.#journal.jobTree.admit(req, this.config, launch.record);
+    const marks = lineageMarks(launch.parent, launch.branch !== null, launch.marks ?? {});
+    const d = this.#journal.jobTree.admit(req, this.config, launch.record, marks);
     if (!d.ok) throw new AdmissionRefused(d.limit, d.message, d.exit);
-    return { lineage: d.lineage, warnings: d.warnings, tree: d.tree };
+    return { lineage: d.lineage, warnings: d.warnings, tree: d.tree, marks };
   }
 }

@@ -30,6 +30,7 @@ import { MAX_OUTPUT_LIMIT } from "../protocol/launch_fields.ts";
 import type { ProcessRunRequest } from "../protocol/process_run.ts";
 import type { Conn } from "./conn.ts";
 import type { Admitted, JobAdmitter } from "./job_admit.ts";
+import { offeredMarks } from "./job_marks.ts";
 import type { BranchRuns } from "./branch_links.ts";
 import type { KitRecord } from "../model/kit_rules.ts";
 import { openJobCap } from "./kit_job_cap.ts";
@@ -160,6 +161,7 @@ export class ProcessRuns {
       via: req.via,
       narrow: req.spawn,
       tty: req.tty,
+      marks: offeredMarks(d.journal, conn.authority, req),
     });
     d.log.info(
       `run ${id}: ${kit.name} admitted (parent ${admitted.lineage.parent}, depth ${admitted.lineage.depth})`,

@@ -15,6 +15,7 @@
  */
 
 import type { JobRecord, SplitRecord } from "../journal/records.ts";
+import { FANOUT_BRANCH_ENV } from "../model/fanout.ts";
 import type { JobParent } from "../model/job_admission.ts";
 import { AdmissionRefused } from "./job_admit.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
@@ -58,6 +59,8 @@ export async function admitBranchJob(
     finishedMs: null,
   };
   const spawn = callerEnv.MARSH_SPAWN;
+  // The creator's FANOUT_BRANCH (a split made in a `marsh fanout` branch): display only.
+  const fanout = callerEnv[FANOUT_BRANCH_ENV];
   const conn = live.creatorConn;
   try {
     const admitted = cx.admitter.admit({
@@ -68,6 +71,7 @@ export async function admitBranchJob(
       via: "branch",
       narrow: spawn === undefined ? {} : { env: spawn },
       tty: false,
+      ...(fanout === undefined ? {} : { marks: { fanout } }),
     });
     for (const warning of admitted.warnings) {
       if (conn && !conn.isClosed) {

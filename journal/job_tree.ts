@@ -29,6 +29,7 @@ import {
   type TreeJob,
 } from "../model/job_admission.ts";
 import { cutArgs, type Lineage, type ListedJob, type ProcessCounts } from "../model/job_lineage.ts";
+import type { LineageMarks } from "../model/lineage_marks.ts";
 import type { JobRecord } from "./records.ts";
 import { cancelScope, type TreeRoot, type TreeScope, treeScope } from "./job_tree_scope.ts";
 import {
@@ -55,6 +56,10 @@ export interface JobTreeRow {
   readonly deadlineMs: number | null;
   readonly parentDeadline: boolean | null;
   readonly cap: CapState | null;
+  /** `lineage.fanout`: the `marsh fanout` branch that started it (display only). */
+  readonly fanout: string | null;
+  /** `lineage.consumes`: the split its stage after `marsh join` consumes (display only). */
+  readonly consumes: string | null;
 }
 
 function optInt(row: Row, col: string): number | null {
@@ -83,6 +88,8 @@ function treeRow(row: Row): JobTreeRow {
     deadlineMs: optInt(row, "deadline_ms"),
     parentDeadline: pd === null ? null : pd === 1,
     cap: optText(row, "cap") as CapState | null,
+    fanout: optText(row, "fanout"),
+    consumes: optText(row, "consumes"),
   };
 }
 
@@ -172,13 +179,20 @@ export class JobTreeJournal {
    * transaction: the parent's capability re-read under the write lock, the
    * tree's launch counter and the admitted/refused counts bumped, and, when
    * admitted, `record` inserted (`queued`) with its lineage and a live
-   * capability. A refusal records no job.
+   * capability, and its display marks (`model/lineage_marks.ts` decided
+   * them). A refusal records no job.
    *
    * @param record the job's record; its id must be `req.id`
+   * @param marks `lineage.fanout` and `lineage.consumes`, when they apply
    * @throws {TypeError} when `record.id` is not `req.id`
    * @throws {Deno.errors.AlreadyExists} for a known job id
    */
-  admit(req: LaunchRequest, config: AdmissionConfig, record: JobRecord): Admission {
+  admit(
+    req: LaunchRequest,
+    config: AdmissionConfig,
+    record: JobRecord,
+    marks: LineageMarks = {},
+  ): Admission {
     if (record.id !== req.id) {
       throw new TypeError(`The job's record is ${record.id}, the request's ${req.id}`);
     }
@@ -214,6 +228,8 @@ export class JobTreeJournal {
         deadline_ms: l.deadlineMs,
         parent_deadline: l.parentDeadline ? 1 : 0,
         cap: "live",
+        fanout: marks.fanout ?? null,
+        consumes: marks.consumes ?? null,
       });
       return decision;
     });
@@ -321,6 +337,8 @@ export class JobTreeJournal {
             ...(split === "" ? {} : { split, label }),
             ...(t.deadlineMs === null ? {} : { deadlineMs: t.deadlineMs }),
             ...(t.parentDeadline === true ? { parentDeadline: true } : {}),
+            ...(t.consumes === null ? {} : { consumes: t.consumes }),
+            ...(t.fanout === null ? {} : { fanout: t.fanout }),
           };
           const args = JSON.parse(String(row.args)) as string[];
           return {

@@ -37,6 +37,8 @@ Deno.test(
       deadlineMs: 1_000 + 3_600_000,
       parentDeadline: true,
       cap: "live",
+      fanout: null,
+      consumes: null,
     });
     assert.equal(t.lineage("r")!.parent, "session:sess");
     assert.deepEqual(t.children("r"), ["c"]);

@@ -503,6 +503,18 @@ export const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 15,
+    name: "jobs.fanout and jobs.consumes: a job's display marks in its lineage (issue 15)",
+    // docs/rules.md "Lineage": `fanout` (`<fanout id>/<label>`) groups jobs a
+    // `marsh fanout` branch started without a parent job; `consumes` (a split
+    // id) marks a root job a stage after `marsh join` started. Display only.
+    // NULL: not marked, or a job from before.
+    sql: `
+      ALTER TABLE jobs ADD COLUMN fanout TEXT CHECK (fanout IS NULL OR instr(fanout, '/') > 1);
+      ALTER TABLE jobs ADD COLUMN consumes TEXT CHECK (consumes IS NULL OR length(consumes) > 0);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -19,6 +19,9 @@
  * @module
  */
 
+import { parseFanoutBranch } from "../model/fanout.ts";
+import { splitIdProblem } from "../model/layout.ts";
+
 /** Most arguments after the name, and their bytes (as `execve` counts them). */
 export const MAX_RUN_ARGS = 65_536;
 export const MAX_RUN_ARGV_BYTES = 1024 * 1024;
@@ -54,6 +57,18 @@ export interface ProcessRunRequest {
   /** The caller's stdin or stdout is a terminal. */
   readonly tty: boolean;
   readonly via: RunVia;
+  /**
+   * The caller's `FANOUT_BRANCH` (`<fanout id>/<label>`), when it has a
+   * well-formed one: a job with no parent job records it as
+   * `lineage.fanout` (docs/rules.md "Lineage"; display only).
+   */
+  readonly fanout?: string;
+  /**
+   * The caller's `SPLIT_ID` (it runs as a stage after `marsh join`), when
+   * it is a split id: a root job records it as `lineage.consumes` if the
+   * daemon finds the split joined by this caller (display only).
+   */
+  readonly consumes?: string;
 }
 
 /** A piece of the caller's stdin (base64). */
@@ -190,6 +205,22 @@ function envOf(x: Record<string, unknown>): Record<string, string> {
   return out;
 }
 
+/** The display marks a caller offers: each optional, each well-formed when given. */
+function marksOf(x: Record<string, unknown>): { fanout?: string; consumes?: string } {
+  const out: { fanout?: string; consumes?: string } = {};
+  if (x.fanout !== undefined) {
+    if (typeof x.fanout !== "string" || parseFanoutBranch(x.fanout) === null) fail(x.t, "fanout");
+    out.fanout = x.fanout;
+  }
+  if (x.consumes !== undefined) {
+    if (typeof x.consumes !== "string" || splitIdProblem(x.consumes) !== null) {
+      fail(x.t, "consumes");
+    }
+    out.consumes = x.consumes;
+  }
+  return out;
+}
+
 function argsOf(x: Record<string, unknown>): string[] {
   const a = x.args;
   if (!Array.isArray(a) || a.length > MAX_RUN_ARGS) fail(x.t, "args");
@@ -224,6 +255,7 @@ export function parseProcessClientFrame(x: Record<string, unknown>): ProcessClie
         spawn: spawnOf(x),
         tty: x.tty,
         via: x.via,
+        ...marksOf(x),
       };
     }
     case "process.stdin":

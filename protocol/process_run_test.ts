@@ -30,6 +30,13 @@ Deno.test("process frames: a valid run, stdin and signal parse as sent", () => {
   assert.deepEqual(parseClientFrame({ ...run, spawn: {} }).t, "process.run");
 });
 
+Deno.test("process frames: a run's fanout and consumes marks parse as sent, absent when not", () => {
+  const marked = { ...run, fanout: "abcdefghij12/a", consumes: "5p1i7000aaaa" };
+  assert.deepEqual(parseClientFrame(marked), marked);
+  const plain: object = parseClientFrame(run);
+  assert.deepEqual(["fanout" in plain, "consumes" in plain], [false, false]);
+});
+
 Deno.test("process frames: a malformed one is refused naming the field", () => {
   for (
     const [over, field] of [
@@ -41,6 +48,11 @@ Deno.test("process frames: a malformed one is refused naming the field", () => {
       [{ env: { "A=B": "x" } }, "env"],
       [{ spawn: { none: "yes" } }, "spawn.none"],
       [{ spawn: null }, "spawn"],
+      [{ fanout: "abc/x" }, "fanout"],
+      [{ fanout: "abcdefghijkl/" }, "fanout"],
+      [{ fanout: 7 }, "fanout"],
+      [{ consumes: "../x" }, "consumes"],
+      [{ consumes: "" }, "consumes"],
     ] as const
   ) {
     assert.throws(

@@ -236,6 +236,22 @@ export async function listContainers(
   return JSON.parse(await apiChild(socket, ["containers", ...labels]));
 }
 
+/**
+ * `docker commit --change 'ENTRYPOINT …'`: tags as `ref` a copy of `image`
+ * whose config's entrypoint is `entrypoint` (exec form), the way a
+ * third-party image ships its own entrypoint wrapper.
+ *
+ * @returns the new image's id
+ */
+export async function withEntrypoint(
+  socket: string,
+  image: string,
+  ref: string,
+  entrypoint: readonly string[],
+): Promise<string> {
+  return JSON.parse(await apiChild(socket, ["entrypoint", image, ref, JSON.stringify(entrypoint)]));
+}
+
 /** Force-removes the containers carrying every one of `labels`; returns how many there were. */
 export async function removeContainers(socket: string, labels: readonly string[]): Promise<number> {
   return JSON.parse(await apiChild(socket, ["rm", ...labels]));
@@ -284,6 +300,21 @@ if (import.meta.main) {
     const at = ref!.lastIndexOf(":");
     await api.tagImage(name!, { repo: ref!.slice(0, at), tag: ref!.slice(at + 1) });
     result = null;
+  } else if (verb === "entrypoint") {
+    const [image, ref, entrypoint] = rest;
+    const { default: Docker } = await import("dockerode");
+    const id = await api.createContainer({ image: image!, cmd: [], labels: { "marsh.test": "1" } });
+    try {
+      const at = ref!.lastIndexOf(":");
+      const made = await new Docker({ socketPath: socket }).getContainer(id).commit({
+        repo: ref!.slice(0, at),
+        tag: ref!.slice(at + 1),
+        changes: `ENTRYPOINT ${entrypoint}`,
+      }) as { Id: string };
+      result = made.Id;
+    } finally {
+      await api.removeContainer(id);
+    }
   } else if (verb === "rmi") {
     result = await api.removeImage(rest[0]!);
   } else if (verb === "containers") {

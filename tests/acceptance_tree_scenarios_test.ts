@@ -6,12 +6,14 @@
  * entry case: the image's program runs once per job) and whose `bash -c`
  * runs registered names as child jobs, `env -i` links, TTY children
  * refused, `marsh split | marsh join` from its `bash -c`, and a read-only
- * `/run/marsh`. The self-replicating trees are in
- * `acceptance_tree_caps_test.ts`.
+ * `/run/marsh`; and self-replicating `marsh run` trees stopped at the
+ * same-Kit chain (two names of one image are one Kit), fan-out and total
+ * caps with the spec's messages, each refusal counted by `marsh status`.
+ * (Depth 4 and the chain of one name: `acceptance_run_test.ts`.)
  */
 
 import assert from "node:assert/strict";
-import { handleId, PERMISSIONS as permissions, show } from "./_acceptance.ts";
+import { handleId, PERMISSIONS as permissions, show, waitFor } from "./_acceptance.ts";
 import { listContainers, withEntrypoint, withLock } from "./_engine.ts";
 import { World } from "./_kit_world.ts";
 
@@ -312,5 +314,138 @@ Deno.test({
   assert.ok(mounts.some((l) => l.startsWith("/run/marsh ")), lines.join("\n"));
   for (const l of mounts) assert.match(l, /^\/run\/marsh\S* ro$/, lines.join("\n"));
   assert.equal(lines.at(-1), "jobs-ok");
+  assert.deepEqual(await ownContainers(w), []);
+});
+
+/** `marsh status --json`'s `processes`. */
+async function processes(w: World): Promise<Record<string, number>> {
+  const r = await w.sb.marsh(["status", "--json"]);
+  assert.equal(r.code, 0, show(r));
+  return JSON.parse(r.stdout).processes;
+}
+
+/** The lines of a project file, or none while it does not exist. */
+function linesOf(w: World, file: string): string[] {
+  try {
+    return Deno.readTextFileSync(`${w.sb.project}/${file}`).split("\n").filter((l) => l);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return [];
+    throw error;
+  }
+}
+
+const CHAIN =
+  "marsh: fixture → fixture → fixture refused: same-Kit chain limit 2 (see /run/marsh/context.md)";
+
+Deno.test({
+  name:
+    "self-replicating marsh run: two names of one image are one Kit (chain 2); five copies per level stop at fan-out 4 and the chain",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    // Each job runs itself again under the other name.
+    "self.sh": 'echo "$MARSH_JOB"; marsh run "$1" sh ./self.sh "$2" "$1"; echo "exit $?"\n',
+    // Each job starts five copies of itself at once, then waits for the gate.
+    "fan.sh": [
+      "for i in 1 2 3 4 5; do",
+      '  (marsh run fixture sh ./fan.sh >/dev/null; echo "$MARSH_JOB $?" >> statuses) &',
+      "done",
+      "while [ ! -f gate ]; do sleep 0.1; done",
+      "wait",
+      "",
+    ].join("\n"),
+  });
+  const alias = await w.sb.marsh(["kits", "add", "alias", "--image", w.ref, "--entrypoint", "env"]);
+  assert.equal(alias.code, 0, show(alias));
+  // fixture → alias → fixture: the chain counts the Kit (its image), not the name.
+  const self = await w.sb.marsh(["run", "fixture", "sh", "./self.sh", "alias", "fixture"]);
+  assert.equal(self.code, 0, show(self));
+  const [one, two] = self.stdout.split("\n");
+  assert.equal(self.stdout, `${one}\n${two}\nexit 125\nexit 0\n`, show(self));
+  assert.equal(
+    self.stderr,
+    "marsh: fixture → alias → fixture refused: same-Kit chain limit 2 (see /run/marsh/context.md)\n",
+  );
+  assert.deepEqual((await w.jobs()).map((j) => [j.id, j.kit, j.lineage.depth]), [
+    [one, "fixture", 1],
+    [two, "alias", 2],
+  ]);
+  assert.deepEqual(await processes(w), { running: 0, refused: 1, held: 0 });
+
+  // Five copies per job: the root's fifth is refused (fan-out 4); each of its four
+  // children's five would be a third fixture in a row (the chain 2).
+  const run = w.sb.spawnMarsh(["run", "fixture", "sh", "./fan.sh"]);
+  const refusals = await waitFor("every refusal", () => {
+    const st = linesOf(w, "statuses");
+    return st.filter((l) => l.endsWith(" 125")).length === 21 ? st : undefined;
+  });
+  // While the gate holds: the root and its four children run, nothing else was recorded.
+  assert.deepEqual(await processes(w), { running: 5, refused: 22, held: 0 });
+  const live = (await w.jobs()).filter((j) => j.state === "running");
+  assert.equal(live.length, 5);
+  const root = live.find((j) => j.lineage.depth === 1)!;
+  const children = live.filter((j) => j.lineage.parent === `job:${root.id}`).map((j) => j.id);
+  assert.equal(children.length, 4);
+  assert.deepEqual(
+    refusals.sort(),
+    [`${root.id} 125`, ...children.flatMap((c) => Array(5).fill(`${c} 125`))].sort(),
+  );
+  Deno.writeTextFileSync(`${w.sb.project}/gate`, "");
+  const r = await run.output();
+  const err = new TextDecoder().decode(r.stderr);
+  assert.equal(r.code, 0, err);
+  assert.deepEqual(
+    err.trimEnd().split("\n").sort(),
+    ["marsh: fan-out limit 4", ...Array(20).fill(CHAIN)].sort(),
+  );
+  assert.deepEqual(
+    linesOf(w, "statuses").filter((l) => l.endsWith(" 0")).sort(),
+    Array(4).fill(`${root.id} 0`),
+  );
+  const jobs = await w.jobs();
+  assert.equal(jobs.length, 7);
+  assert.deepEqual(jobs.map((j) => [j.state, j.cleanup]), Array(7).fill(["finished", "removed"]));
+  assert.deepEqual(await processes(w), { running: 0, refused: 22, held: 0 });
+  assert.deepEqual(await ownContainers(w), []);
+});
+
+Deno.test({
+  name:
+    "self-replicating marsh run: the tree's 64th launch runs, the 65th is refused (total limit 64)",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "total.sh": [
+      // Four children that stay until the gate: the fan-out is full.
+      "for i in 1 2 3 4; do",
+      "  marsh run fixture sh -c 'touch \"up.$MARSH_JOB\"; while [ ! -f gate ]; do sleep 0.1; done' &",
+      "done",
+      'until [ "$(ls up.* 2>/dev/null | wc -l)" -eq 4 ]; do sleep 0.1; done',
+      // Refused launches count too: the root, four children and 58 refusals make 63.
+      "i=0",
+      "while [ $i -lt 58 ]; do",
+      '  marsh run fixture true 2>> fan.err; echo "$?" >> fan.rc',
+      "  i=$((i + 1))",
+      "done",
+      "touch gate",
+      "wait",
+      `marsh run fixture sh -c 'echo "64th $MARSH_JOB"'; echo "exit $?"`,
+      'marsh run fixture true; echo "exit $?"',
+      "",
+    ].join("\n"),
+  });
+  const r = await w.sb.marsh(["run", "fixture", "sh", "./total.sh"], { timeoutMs: 240_000 });
+  assert.equal(r.code, 0, show(r));
+  const last = /^64th ([a-z0-9]{8})\n/.exec(r.stdout)?.[1];
+  assert.equal(r.stdout, `64th ${last}\nexit 0\nexit 125\n`, show(r));
+  assert.equal(r.stderr, "marsh: total limit 64\n");
+  assert.deepEqual(linesOf(w, "fan.err"), Array(58).fill("marsh: fan-out limit 4"));
+  assert.deepEqual(linesOf(w, "fan.rc"), Array(58).fill("125"));
+  const jobs = await w.jobs();
+  assert.equal(jobs.length, 6);
+  const root = jobs.find((j) => j.lineage.depth === 1)!;
+  assert.ok(jobs.every((j) => j.lineage.root === root.id && j.state === "finished"));
+  assert.ok(jobs.some((j) => j.id === last));
+  assert.deepEqual(await processes(w), { running: 0, refused: 59, held: 0 });
   assert.deepEqual(await ownContainers(w), []);
 });

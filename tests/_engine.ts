@@ -236,6 +236,23 @@ export async function listContainers(
   return JSON.parse(await apiChild(socket, ["containers", ...labels]));
 }
 
+/**
+ * `docker commit --change 'ENTRYPOINT …'`: tags as `ref` a copy of `image`
+ * whose config's entrypoint is `entrypoint` (exec form), the way a
+ * third-party image ships its own entrypoint wrapper. Made once per base
+ * image and entrypoint (label `marsh.test.from`), then found again.
+ *
+ * @returns the new image's id
+ */
+export async function withEntrypoint(
+  socket: string,
+  image: string,
+  ref: string,
+  entrypoint: readonly string[],
+): Promise<string> {
+  return JSON.parse(await apiChild(socket, ["entrypoint", image, ref, JSON.stringify(entrypoint)]));
+}
+
 /** Force-removes the containers carrying every one of `labels`; returns how many there were. */
 export async function removeContainers(socket: string, labels: readonly string[]): Promise<number> {
   return JSON.parse(await apiChild(socket, ["rm", ...labels]));
@@ -284,6 +301,30 @@ if (import.meta.main) {
     const at = ref!.lastIndexOf(":");
     await api.tagImage(name!, { repo: ref!.slice(0, at), tag: ref!.slice(at + 1) });
     result = null;
+  } else if (verb === "entrypoint") {
+    const [image, ref, entrypoint] = rest;
+    const base = await api.inspectImage(image!);
+    if (!base) throw new Error(`no image ${image}`);
+    // Made once per base and entrypoint: a commit each run would leave the last one dangling.
+    const from = `${base.id}/${encodeURIComponent(entrypoint!)}`;
+    const existing = await api.inspectImage(ref!);
+    if (existing?.labels["marsh.test.from"] === from) {
+      result = existing.id;
+    } else {
+      const { default: Docker } = await import("dockerode");
+      const id = await api.createContainer({ image: base.id, cmd: [], labels: {} });
+      try {
+        const at = ref!.lastIndexOf(":");
+        const made = await new Docker({ socketPath: socket }).getContainer(id).commit({
+          repo: ref!.slice(0, at),
+          tag: ref!.slice(at + 1),
+          changes: [`ENTRYPOINT ${entrypoint}`, `LABEL marsh.test.from=${from}`],
+        }) as { Id: string };
+        result = made.Id;
+      } finally {
+        await api.removeContainer(id);
+      }
+    }
   } else if (verb === "rmi") {
     result = await api.removeImage(rest[0]!);
   } else if (verb === "containers") {

@@ -62,20 +62,50 @@ function validate(cx: SplitContext, req: SplitCreateRequest, auth: Authority): v
   if (auth.kind === "branch" || auth.kind === "job") {
     const shell = req.branches.find((b) => b.kind === "shell");
     if (shell) throw new RequestError(2, shellBranchRefusal(shell.label));
-    const parent = cx.d.journal.getSplit(auth.split);
+  }
+  const source = sourceOf(auth);
+  if (source !== null) {
+    const parent = cx.d.journal.getSplit(source.split);
     if ((parent?.depth ?? 1) + 1 > MAX_DEPTH) {
       throw new RequestError(2, `depth limit ${MAX_DEPTH} reached`);
     }
   }
   if (auth.kind === "job" && !isWithin(req.cwd, auth.fork)) {
-    // The job's view is its fork: a split of anything else is not its to make.
+    // The job's view root (its fork, or a host run's project): a split of anything else is not its to make.
     throw new RequestError(
       2,
-      `a job splits its own fork: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
+      `a job splits its own view: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
     );
   }
   const unknown = checkArgvBranches(req.branches, cx.d.journal);
   if (unknown !== null) throw new RequestError(2, unknown);
+}
+
+/**
+ * The branch whose fork a caller's split is taken of, and which the split
+ * records as its parent (docs/rules.md "Nested splits"): a shell branch's
+ * or a branch job's own; a `marsh run` job's view's (the branch it runs
+ * from, or its parent job's); null for the project (the host, and a host
+ * `marsh run` job and its children, which see the project itself).
+ */
+export function sourceOf(auth: Authority): { split: string; label: string } | null {
+  if (auth.kind === "host") return null;
+  // A run job belongs to no split (its record's split is ""): its view says what it sees.
+  if (auth.kind === "job" && auth.split === "") return auth.view?.branch ?? null;
+  return { split: auth.split, label: auth.label };
+}
+
+/**
+ * Whether the caller may still make a split: a branch's or a branch job's
+ * branch capability, a run job's own capability, is live (docs/rules.md
+ * "Budgets and capabilities"); the host always may.
+ */
+function callerLive(cx: SplitContext, auth: Authority): boolean {
+  if (auth.kind === "host") return true;
+  if (auth.kind === "job" && auth.split === "") {
+    return cx.d.journal.jobTree.lineage(auth.job)?.cap === "live";
+  }
+  return cx.d.journal.getCapability(`${auth.split}/${auth.label}`)?.state === "live";
 }
 
 /**
@@ -114,13 +144,14 @@ function record(
 ): { split: SplitRecord; session: string; jobIds: Map<string, string> } {
   const { journal } = cx.d;
   const session = auth.kind === "host" ? "host" : auth.session;
-  const parentSplit = auth.kind !== "host" ? journal.getSplit(auth.split) : null;
+  const source = sourceOf(auth);
+  const parentSplit = source !== null ? journal.getSplit(source.split) : null;
   const now = Date.now();
   const split: SplitRecord = {
     id,
     creator: creatorOf(auth),
     session,
-    parent: auth.kind !== "host" ? { split: auth.split, label: auth.label } : null,
+    parent: source,
     depth: parentSplit ? parentSplit.depth + 1 : 1,
     root: located.root,
     dir: `${located.root}/.marsh/split/${id}`,
@@ -198,10 +229,8 @@ export async function create(
   if (cx.stopping) throw new RequestError(2, "the daemon is stopping");
   validate(cx, req, conn.authority);
   const kits = resolveKits(cx, req);
-  // A branch's or a job's split is taken of its own fork (docs/guide.md, "Life of a split").
-  const source = conn.authority.kind === "host"
-    ? null
-    : { split: conn.authority.split, label: conn.authority.label };
+  // A branch's or a job's split is taken of its own view (docs/guide.md, "Life of a split").
+  const source = sourceOf(conn.authority);
   // A branch with the project view reports its cwd under the project root.
   const cwd = callerCwd(cx, conn.authority, req.cwd);
   let located: LocatedReply;
@@ -219,9 +248,7 @@ export async function create(
   const auth = conn.authority;
   // The creator may have ended while the project was located: a branch's or
   // a job's split is recorded only under a live capability (docs/kits.md).
-  if (
-    auth.kind !== "host" && journal.getCapability(`${auth.split}/${auth.label}`)?.state !== "live"
-  ) {
+  if (!callerLive(cx, auth)) {
     throw new RequestError(
       125,
       "the capability of this caller was revoked: its branch or job ended",

@@ -257,136 +257,146 @@ export async function create(
   const { split, session, jobIds } = record(cx, req, auth, id, located);
   const live = new LiveSplit(id, session, { kind: "running" });
   cx.live.set(id, live);
-  live.creatorConn = conn;
-  log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
-  await conn.send({ v: 1, t: "split.accepted", id });
-  live.deadlineTimer = setTimeout(
-    () => cancel(cx, id, `deadline of ${Math.round(cx.d.settings.deadlineMs / 1000)} s reached`),
-    cx.d.settings.deadlineMs,
-  );
-
-  // The spool is read to EOF before the snapshot.
-  const spool = req.spool ? await receiveSpool(cx, conn, live) : null;
-  if (spool === undefined || live.cancelReason) return finishCancelled(cx, live, spool ?? null);
-  watchCreator(cx, conn, live);
-
-  await cx.pause("before-snapshot");
-  let created: CreatedReply;
+  // A run job's end, and so its creator branch's capture, waits for this (docs/rules.md "Running
+  // a registered command as a job"): whatever way it returns, nothing of it runs any more.
   try {
-    created = await splitfs.request<CreatedReply>(
-      {
-        v: 1,
-        t: "create",
-        id,
-        cwd,
-        env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
-        withIgnored: req.withIgnored,
-        // A fork mounted in the service's own namespace is invisible to the
-        // engine: a split with argv branches takes copies there.
-        forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : cx.d.settings.forks,
-        ...(source ? { parent: source } : {}),
-      },
-      undefined,
-      (p) => {
-        void conn.send({
-          v: 1,
-          t: "notice",
-          progress: true,
-          message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
-        });
-      },
+    live.creatorConn = conn;
+    log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
+    await conn.send({ v: 1, t: "split.accepted", id });
+    live.deadlineTimer = setTimeout(
+      () => cancel(cx, id, `deadline of ${Math.round(cx.d.settings.deadlineMs / 1000)} s reached`),
+      cx.d.settings.deadlineMs,
     );
-  } catch (error) {
-    return setupFailed(cx, live, spool, error, false);
-  }
-  live.open = true;
-  if (created.root !== located.root) {
-    // The tree moved between locate and snapshot: the journaled root is wrong.
-    return setupFailed(
-      cx,
-      live,
-      spool,
-      new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
-      true,
-    );
-  }
-  live.timing.snapshot = created.snapshot.ms;
-  if (created.snapshot.untrusted) {
-    // A layer changed after its seal is never a base again (docs/engine.md).
-    const message = `marsh split: ${created.snapshot.untrusted}; ` +
-      "it was not used: this split's base is a fresh copy of the tree";
-    log.info(`split ${id}: ${message}`);
-    void conn.send({ v: 1, t: "notice", message });
-  }
-  journal.updateSplit(id, {
-    identity: created.identity,
-    git: created.git,
-    timing: { ...live.timing },
-    rootId: created.snapshot.rootId,
-  });
-  await cx.pause("after-snapshot");
 
-  const t0 = performance.now();
-  for (const [index, spec] of req.branches.entries()) {
-    if (live.cancelReason) break;
-    let f: ForkedReply;
+    // The spool is read to EOF before the snapshot.
+    const spool = req.spool ? await receiveSpool(cx, conn, live) : null;
+    if (spool === undefined || live.cancelReason) {
+      return await finishCancelled(cx, live, spool ?? null);
+    }
+    watchCreator(cx, conn, live);
+
+    await cx.pause("before-snapshot");
+    let created: CreatedReply;
     try {
-      f = await splitfs.request<ForkedReply>(
-        { v: 1, t: "fork", id, label: spec.label },
+      created = await splitfs.request<CreatedReply>(
+        {
+          v: 1,
+          t: "create",
+          id,
+          cwd,
+          env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
+          withIgnored: req.withIgnored,
+          // A fork mounted in the service's own namespace is invisible to the
+          // engine: a split with argv branches takes copies there.
+          forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : cx.d.settings.forks,
+          ...(source ? { parent: source } : {}),
+        },
         undefined,
         (p) => {
           void conn.send({
             v: 1,
             t: "notice",
             progress: true,
-            message: `fork ${spec.label}: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
+            message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
           });
         },
       );
-      // The last fork's record carries the forks' time: one commit (one fsync), not two.
-      const last = index === req.branches.length - 1;
-      if (last) live.timing.forks = Math.round(performance.now() - t0);
-      journal.immediate(() => {
-        journal.updateBranch(id, spec.label, {
-          forkIdentity: f.identity,
-          forkStrategy: f.strategy,
-        });
-        if (last) journal.updateSplit(id, { timing: { ...live.timing } });
-      });
     } catch (error) {
-      return setupFailed(cx, live, spool, error, true);
+      return await setupFailed(cx, live, spool, error, false);
     }
-    live.branches.set(
-      spec.label,
-      new LiveBranch(
-        spec,
-        index,
-        `${split.dir}/${spec.label}`,
-        f.strategy,
-        spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
-        jobIds.get(spec.label) ?? null,
-      ),
-    );
-  }
-  if (live.timing.forks === undefined) {
-    // Cancelled before the last fork.
-    live.timing.forks = Math.round(performance.now() - t0);
-    journal.updateSplit(id, { timing: { ...live.timing } });
-  }
+    live.open = true;
+    if (created.root !== located.root) {
+      // The tree moved between locate and snapshot: the journaled root is wrong.
+      return await setupFailed(
+        cx,
+        live,
+        spool,
+        new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
+        true,
+      );
+    }
+    live.timing.snapshot = created.snapshot.ms;
+    if (created.snapshot.untrusted) {
+      // A layer changed after its seal is never a base again (docs/engine.md).
+      const message = `marsh split: ${created.snapshot.untrusted}; ` +
+        "it was not used: this split's base is a fresh copy of the tree";
+      log.info(`split ${id}: ${message}`);
+      void conn.send({ v: 1, t: "notice", message });
+    }
+    journal.updateSplit(id, {
+      identity: created.identity,
+      git: created.git,
+      timing: { ...live.timing },
+      rootId: created.snapshot.rootId,
+    });
+    await cx.pause("after-snapshot");
 
-  const runStart = performance.now();
-  const env = filterEnv(req.env);
-  live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
-  for (const b of live.branches.values()) {
-    if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
-    else await launchShell(cx, live, split, b, env, spool);
+    const t0 = performance.now();
+    for (const [index, spec] of req.branches.entries()) {
+      if (live.cancelReason) break;
+      let f: ForkedReply;
+      try {
+        f = await splitfs.request<ForkedReply>(
+          { v: 1, t: "fork", id, label: spec.label },
+          undefined,
+          (p) => {
+            void conn.send({
+              v: 1,
+              t: "notice",
+              progress: true,
+              message: `fork ${spec.label}: ${p.files} files, ${
+                (p.bytes / 1048576).toFixed(1)
+              } MiB`,
+            });
+          },
+        );
+        // The last fork's record carries the forks' time: one commit (one fsync), not two.
+        const last = index === req.branches.length - 1;
+        if (last) live.timing.forks = Math.round(performance.now() - t0);
+        journal.immediate(() => {
+          journal.updateBranch(id, spec.label, {
+            forkIdentity: f.identity,
+            forkStrategy: f.strategy,
+          });
+          if (last) journal.updateSplit(id, { timing: { ...live.timing } });
+        });
+      } catch (error) {
+        return await setupFailed(cx, live, spool, error, true);
+      }
+      live.branches.set(
+        spec.label,
+        new LiveBranch(
+          spec,
+          index,
+          `${split.dir}/${spec.label}`,
+          f.strategy,
+          spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
+          jobIds.get(spec.label) ?? null,
+        ),
+      );
+    }
+    if (live.timing.forks === undefined) {
+      // Cancelled before the last fork.
+      live.timing.forks = Math.round(performance.now() - t0);
+      journal.updateSplit(id, { timing: { ...live.timing } });
+    }
+
+    const runStart = performance.now();
+    const env = filterEnv(req.env);
+    live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
+    for (const b of live.branches.values()) {
+      if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
+      else await launchShell(cx, live, split, b, env, spool);
+    }
+    await cx.pause("mid-run");
+    await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
+    live.timing.run = Math.round(performance.now() - runStart);
+    await cx.pause("after-capture");
+    if (live.cancelReason) return await finishCancelled(cx, live, spool);
+    await finishAwait(cx, live, spool);
+  } finally {
+    live.quiet.resolve();
   }
-  await cx.pause("mid-run");
-  await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
-  live.timing.run = Math.round(performance.now() - runStart);
-  await cx.pause("after-capture");
-  if (live.cancelReason) return finishCancelled(cx, live, spool);
-  await finishAwait(cx, live, spool);
 }
 
 /**

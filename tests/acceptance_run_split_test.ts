@@ -155,7 +155,10 @@ Deno.test({
     "marsh run: Ctrl-C of the host marsh run cancels the job's nested split; every container verified gone",
   permissions,
 }, async () => {
-  await using w = await World.create(undefined, { MARSH_CANCEL_GRACE_MS: "2000" });
+  await using w = await World.create({
+    // A nested branch job that takes a second to end after its SIGINT: the run's end waits for it.
+    "slow.sh": `trap 'sleep 1; exit 3' INT; while :; do sleep 0.1; done\n`,
+  }, { MARSH_CANCEL_GRACE_MS: "2000" });
   try {
     await addTools(w);
     const run = w.sb.spawnMarsh([
@@ -163,7 +166,8 @@ Deno.test({
       "fixture",
       "sh",
       "-c",
-      "marsh split -n ::: a tools sleep 300 ::: b tools sleep 300 | marsh join",
+      // The run job itself ends at once on its SIGINT, before its nested branch jobs.
+      'trap "exit 5" INT; marsh split -n ::: a tools sh ./slow.sh ::: b tools sh ./slow.sh | marsh join & wait',
     ]);
     await waitFor("the run job and both nested branch jobs running", async () => {
       const running = jobRows(w).filter((j) => j.state === "running").length;
@@ -175,7 +179,7 @@ Deno.test({
     assert.equal(r.code, 130, new TextDecoder().decode(r.stderr));
     // INT, the 2 s grace, KILL: the nested split's containers with the job's, not after it.
     assert.ok(Date.now() - t0 < 8_000, `took ${Date.now() - t0} ms`);
-    await waitFor("the nested split ended", () => splitRows(w)[0]?.state !== "run");
+    // Its exit came once the whole tree was gone: every container's deletion verified, every job recorded.
     assert.deepEqual(await containers(w), []);
     const jobs = jobRows(w);
     const top = jobs[0]!.id;

@@ -247,6 +247,67 @@ Deno.test({
   }
 });
 
+Deno.test({
+  name:
+    "marsh run: the job's split branches count toward its fan-out; the fifth live one is refused",
+  permissions,
+}, async () => {
+  await using w = await World.create({
+    "gate.sh": 'while [ ! -f "$HOME/gate" ]; do sleep 0.1; done\n',
+  });
+  try {
+    await addTools(w);
+    const branches = ["a", "b", "c", "d", "e"].flatMap((
+      l,
+    ) => [":::", l, "tools", "sh", "./gate.sh"]);
+    const run = w.sb.spawnMarsh([
+      "run",
+      "fixture",
+      "sh",
+      "-c",
+      `marsh split -n ${branches.join(" ")} | marsh join > /dev/null; echo "join $?"`,
+    ]);
+    await waitFor(
+      "the fifth branch refused",
+      () =>
+        query<{ state: string }>(w, "SELECT state FROM branches WHERE label = 'e'")[0]?.state ===
+          "failed",
+    );
+    // The four admitted ones are still running: the refusal was the fan-out's.
+    const top = jobRows(w)[0]!.id;
+    const live = jobRows(w).filter((j) => j.parent === `job:${top}` && j.state === "running");
+    assert.equal(live.length, 4);
+    Deno.writeTextFileSync(`${w.sb.home}/kits/tools/home/gate`, "");
+    const r = await run.output();
+    const err = new TextDecoder().decode(r.stderr);
+    assert.equal(r.code, 0, err);
+    assert.equal(new TextDecoder().decode(r.stdout), "join 0\n", err);
+    assert.match(
+      err,
+      /^marsh split: branch e: failed: fan-out limit 4\nsplit [a-z0-9]+ kept: branch e: failed: fan-out limit 4; /,
+    );
+    const rows = query<{ label: string; status: string; job_id: string | null }>(
+      w,
+      "SELECT label, status, job_id FROM branches ORDER BY idx",
+    );
+    assert.deepEqual(rows.map((b) => [b.label, b.status]), [
+      ["a", "exited 0"],
+      ["b", "exited 0"],
+      ["c", "exited 0"],
+      ["d", "exited 0"],
+      ["e", "failed: fan-out limit 4"],
+    ]);
+    // A refused branch has no job record; the four are the run job's children.
+    assert.deepEqual(
+      jobRows(w).slice(1).map((j) => [j.label, j.parent, j.depth]),
+      ["a", "b", "c", "d"].map((l) => [l, `job:${top}`, 2]),
+    );
+    assert.deepEqual(await containers(w), []);
+  } finally {
+    await sweep(w);
+  }
+});
+
 /** The lines a patch adds to the new file `path`, joined with newlines. */
 function added(patch: string, path: string): string {
   const at = patch.indexOf(`diff --git a/${path} b/${path}\n`);

@@ -297,6 +297,13 @@ Deno.test({
       ["d", "exited 0"],
       ["e", "failed: fan-out limit 4"],
     ]);
+    // The kept split is the job's: the host may not join it.
+    const kept = query<{ id: string }>(w, "SELECT id FROM splits")[0]!.id;
+    const join = await w.sb.marsh(["join"], { stdin: `{"marsh_split":1,"id":"${kept}"}\n` });
+    assert.deepEqual([join.code, join.stderr], [
+      2,
+      `marsh join: split ${kept} was not created by this caller; only its creator may join it\n`,
+    ]);
     // A refused branch has no job record; the four are the run job's children.
     assert.deepEqual(
       jobRows(w).slice(1).map((j) => [j.label, j.parent, j.depth]),

@@ -62,6 +62,12 @@ export interface KitView {
   readonly objectDirs: readonly string[];
   /** Bound read-only where they exist (a host project's `.git` and `.marsh`). */
   readonly readOnly: readonly string[];
+  /**
+   * The split branch whose fork `root` is; null when `root` is the project
+   * (a host `marsh run`). A split the job makes is taken of it
+   * (docs/rules.md "Nested splits").
+   */
+  readonly branch: { readonly split: string; readonly label: string } | null;
 }
 
 /** Frames waiting to be written before a slow reader is disconnected. */

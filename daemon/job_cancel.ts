@@ -43,6 +43,12 @@ export interface SplitSignals {
   split(id: string, reason: string): boolean;
   /** Stops one branch with `status`: SIGINT now, SIGKILL after the grace, or it never starts. */
   branch(split: string, label: string, status: string): void;
+  /**
+   * Resolves once split `id` runs nothing here any more: every branch
+   * settled (its container's deletion verified) or never started; at once
+   * for a split that does not run here.
+   */
+  quiet(id: string): Promise<void>;
 }
 
 /** What {@linkcode JobTreeCancel} needs. */
@@ -88,6 +94,20 @@ export class JobTreeCancel {
     return () => {
       if (this.#runs.get(job) === stop) this.#runs.delete(job);
     };
+  }
+
+  /**
+   * Resolves once every split a job created (at any depth below `root`)
+   * runs nothing here any more: a `marsh run` job's end waits for it, so
+   * its caller, and a shell branch's capture, see the whole subtree gone
+   * (docs/rules.md "Running a registered command as a job"). Cancel first:
+   * this only waits.
+   */
+  async quiet(root: TreeRoot): Promise<void> {
+    const splits = this.#splits;
+    if (splits === null) return;
+    const scope = this.#d.journal.jobTree.scope(root);
+    await Promise.all(scope.splits.map((id) => splits.quiet(id)));
   }
 
   /**

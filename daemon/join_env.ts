@@ -30,8 +30,9 @@ export type ConsumerEnv = {
  * A root split's root is the project's. A nested split's patches apply to
  * its creator branch's fork, and its consumer runs where that branch runs:
  * a shell branch with the project view sees its fork at the project's path
- * (docs/engine.md, "Containment"); any other branch, and a Kit job, sees it
- * at the fork's own path.
+ * (docs/engine.md, "Containment"); any other branch, and a Kit job (a
+ * `marsh run` job that branch started included), sees it at the fork's own
+ * path.
  */
 export function consumerEnv(
   s: SplitRecord,
@@ -52,6 +53,7 @@ function creatorRoot(
   creator: Pick<BranchRecord, "view" | "fork"> | null,
 ): string {
   if (s.parent === null) return s.root;
-  if (creator?.view === "project") return s.root;
+  // A Kit job (a `marsh run` job from such a branch too) sees the fork at its own path.
+  if (creator?.view === "project" && s.creator.kind !== "job") return s.root;
   return creator?.fork ?? `${s.root}/.marsh/split/${s.parent.split}/${s.parent.label}`;
 }

@@ -65,3 +65,17 @@ Deno.test({
   // A nested split's consumer uses its branch's own Git objects.
   assert.equal(consumerEnv(nested, m, { view: "project", fork }).SPLIT_OBJECTS, undefined);
 });
+
+Deno.test({
+  name: "consumerEnv: a job's split from a project-view branch's fork is at the fork's own path",
+  permissions: {},
+}, () => {
+  // A `marsh run` job a shell branch started sees the fork at its own path, whatever the branch's view.
+  const byJob = split({ ...nested, creator: { kind: "job", id: "j1" } });
+  const fork = `${ROOT}/.marsh/split/s1/a`;
+  const m = manifestOf(byJob, []);
+  assert.equal(consumerEnv(byJob, m, { view: "project", fork }).SPLIT_ROOT, fork);
+  // A host `marsh run` job's split is of the project: its root is the project's.
+  const root = split({ creator: { kind: "job", id: "j1" } });
+  assert.equal(consumerEnv(root, manifestOf(root, []), null).SPLIT_ROOT, ROOT);
+});

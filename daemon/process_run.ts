@@ -316,8 +316,10 @@ export class ProcessRuns {
     );
     d.sockets.close(socket);
     d.journal.jobTree.revoke(id);
-    // Its end ends its subtree: nothing it started outlives it.
+    // Its end ends its subtree: nothing it started outlives it. Its caller (and a shell
+    // branch's capture) hears of its end once its splits run nothing more.
     d.tree.cancel({ kind: "job", id }, "cancelled: its parent job ended", { below: true });
+    await d.tree.quiet({ kind: "job", id });
     if (how.kind !== "unreaped") {
       try {
         Deno.removeSync(dir, { recursive: true });

@@ -54,6 +54,7 @@ function branchView(
     admin: s?.git ? `${s.dir}/.admin/${label}` : null,
     objectDirs: s?.git?.objects ?? [],
     readOnly: [],
+    branch: { split, label },
   };
 }
 
@@ -78,7 +79,13 @@ export async function runPlace(d: RunPlaceDeps, auth: Authority, cwd: string): P
         session: HOST_SESSION,
         // A Kit must not plant hooks or an fsmonitor that the host's own Git then runs,
         // nor touch marsh's state: both are read-only inside (docs/rules.md).
-        view: { root, admin: null, objectDirs: [], readOnly: [`${root}/.git`, `${root}/.marsh`] },
+        view: {
+          root,
+          admin: null,
+          objectDirs: [],
+          readOnly: [`${root}/.git`, `${root}/.marsh`],
+          branch: null,
+        },
         // The real path: the container has the project at its real path only.
         cwd: under === "" ? root : `${root}/${under}`,
       };

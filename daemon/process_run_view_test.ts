@@ -40,7 +40,13 @@ Deno.test("run place: the host runs in the project, .git and .marsh read-only", 
   assert.deepEqual(await runPlace(deps, { kind: "host" }, "/p/src"), {
     parent: { kind: "session", id: "host" },
     session: "host",
-    view: { root: "/p", admin: null, objectDirs: [], readOnly: ["/p/.git", "/p/.marsh"] },
+    view: {
+      root: "/p",
+      admin: null,
+      objectDirs: [],
+      readOnly: ["/p/.git", "/p/.marsh"],
+      branch: null,
+    },
     cwd: "/p/src",
   });
   const e = await refused({ kind: "host" }, "/elsewhere");
@@ -57,6 +63,7 @@ Deno.test("run place: a shell branch runs in its fork; its project-view cwd maps
       admin: "/p/.marsh/split/s1/.admin/b",
       objectDirs: split.git.objects,
       readOnly: [],
+      branch: { split: "s1", label: "b" },
     },
     cwd: "/p/.marsh/split/s1/b/src",
   });
@@ -66,7 +73,7 @@ Deno.test("run place: a shell branch runs in its fork; its project-view cwd maps
 });
 
 Deno.test("run place: a job's child gets the job's mounts verbatim", async () => {
-  const view = { root: "/p", admin: null, objectDirs: [], readOnly: ["/p/.git"] };
+  const view = { root: "/p", admin: null, objectDirs: [], readOnly: ["/p/.git"], branch: null };
   const auth: Authority = {
     kind: "job",
     job: "j1",

@@ -130,10 +130,16 @@ export class LiveSplit {
   readonly discarding = new Set<string>();
   /** Resolved when this daemon is done with the split ({@linkcode SplitContext.forget}). */
   readonly ended: PromiseWithResolvers<void> = Promise.withResolvers<void>();
+  /**
+   * Resolved when the split runs nothing any more: its create has returned,
+   * every launched branch settled (a held split's never runs anything).
+   */
+  readonly quiet: PromiseWithResolvers<void> = Promise.withResolvers<void>();
   readonly timing: Record<string, number> = {};
 
   constructor(readonly id: string, readonly session: string, phase: SplitPhase) {
     this.#phase = phase;
+    if (phase.kind === "held") this.quiet.resolve();
   }
 
   get phase(): SplitPhase {

@@ -62,20 +62,50 @@ function validate(cx: SplitContext, req: SplitCreateRequest, auth: Authority): v
   if (auth.kind === "branch" || auth.kind === "job") {
     const shell = req.branches.find((b) => b.kind === "shell");
     if (shell) throw new RequestError(2, shellBranchRefusal(shell.label));
-    const parent = cx.d.journal.getSplit(auth.split);
+  }
+  const source = sourceOf(auth);
+  if (source !== null) {
+    const parent = cx.d.journal.getSplit(source.split);
     if ((parent?.depth ?? 1) + 1 > MAX_DEPTH) {
       throw new RequestError(2, `depth limit ${MAX_DEPTH} reached`);
     }
   }
   if (auth.kind === "job" && !isWithin(req.cwd, auth.fork)) {
-    // The job's view is its fork: a split of anything else is not its to make.
+    // The job's view root (its fork, or a host run's project): a split of anything else is not its to make.
     throw new RequestError(
       2,
-      `a job splits its own fork: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
+      `a job splits its own view: run marsh split in ${auth.fork} or below (not ${req.cwd})`,
     );
   }
   const unknown = checkArgvBranches(req.branches, cx.d.journal);
   if (unknown !== null) throw new RequestError(2, unknown);
+}
+
+/**
+ * The branch whose fork a caller's split is taken of, and which the split
+ * records as its parent (docs/rules.md "Nested splits"): a shell branch's
+ * or a branch job's own; a `marsh run` job's view's (the branch it runs
+ * from, or its parent job's); null for the project (the host, and a host
+ * `marsh run` job and its children, which see the project itself).
+ */
+export function sourceOf(auth: Authority): { split: string; label: string } | null {
+  if (auth.kind === "host") return null;
+  // A run job belongs to no split (its record's split is ""): its view says what it sees.
+  if (auth.kind === "job" && auth.split === "") return auth.view?.branch ?? null;
+  return { split: auth.split, label: auth.label };
+}
+
+/**
+ * Whether the caller may still make a split: a branch's or a branch job's
+ * branch capability, a run job's own capability, is live (docs/rules.md
+ * "Budgets and capabilities"); the host always may.
+ */
+function callerLive(cx: SplitContext, auth: Authority): boolean {
+  if (auth.kind === "host") return true;
+  if (auth.kind === "job" && auth.split === "") {
+    return cx.d.journal.jobTree.lineage(auth.job)?.cap === "live";
+  }
+  return cx.d.journal.getCapability(`${auth.split}/${auth.label}`)?.state === "live";
 }
 
 /**
@@ -114,13 +144,14 @@ function record(
 ): { split: SplitRecord; session: string; jobIds: Map<string, string> } {
   const { journal } = cx.d;
   const session = auth.kind === "host" ? "host" : auth.session;
-  const parentSplit = auth.kind !== "host" ? journal.getSplit(auth.split) : null;
+  const source = sourceOf(auth);
+  const parentSplit = source !== null ? journal.getSplit(source.split) : null;
   const now = Date.now();
   const split: SplitRecord = {
     id,
     creator: creatorOf(auth),
     session,
-    parent: auth.kind !== "host" ? { split: auth.split, label: auth.label } : null,
+    parent: source,
     depth: parentSplit ? parentSplit.depth + 1 : 1,
     root: located.root,
     dir: `${located.root}/.marsh/split/${id}`,
@@ -198,10 +229,8 @@ export async function create(
   if (cx.stopping) throw new RequestError(2, "the daemon is stopping");
   validate(cx, req, conn.authority);
   const kits = resolveKits(cx, req);
-  // A branch's or a job's split is taken of its own fork (docs/guide.md, "Life of a split").
-  const source = conn.authority.kind === "host"
-    ? null
-    : { split: conn.authority.split, label: conn.authority.label };
+  // A branch's or a job's split is taken of its own view (docs/guide.md, "Life of a split").
+  const source = sourceOf(conn.authority);
   // A branch with the project view reports its cwd under the project root.
   const cwd = callerCwd(cx, conn.authority, req.cwd);
   let located: LocatedReply;
@@ -219,9 +248,7 @@ export async function create(
   const auth = conn.authority;
   // The creator may have ended while the project was located: a branch's or
   // a job's split is recorded only under a live capability (docs/kits.md).
-  if (
-    auth.kind !== "host" && journal.getCapability(`${auth.split}/${auth.label}`)?.state !== "live"
-  ) {
+  if (!callerLive(cx, auth)) {
     throw new RequestError(
       125,
       "the capability of this caller was revoked: its branch or job ended",
@@ -230,136 +257,146 @@ export async function create(
   const { split, session, jobIds } = record(cx, req, auth, id, located);
   const live = new LiveSplit(id, session, { kind: "running" });
   cx.live.set(id, live);
-  live.creatorConn = conn;
-  log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
-  await conn.send({ v: 1, t: "split.accepted", id });
-  live.deadlineTimer = setTimeout(
-    () => cancel(cx, id, `deadline of ${Math.round(cx.d.settings.deadlineMs / 1000)} s reached`),
-    cx.d.settings.deadlineMs,
-  );
-
-  // The spool is read to EOF before the snapshot.
-  const spool = req.spool ? await receiveSpool(cx, conn, live) : null;
-  if (spool === undefined || live.cancelReason) return finishCancelled(cx, live, spool ?? null);
-  watchCreator(cx, conn, live);
-
-  await cx.pause("before-snapshot");
-  let created: CreatedReply;
+  // A run job's end, and so its creator branch's capture, waits for this (docs/rules.md "Running
+  // a registered command as a job"): whatever way it returns, nothing of it runs any more.
   try {
-    created = await splitfs.request<CreatedReply>(
-      {
-        v: 1,
-        t: "create",
-        id,
-        cwd,
-        env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
-        withIgnored: req.withIgnored,
-        // A fork mounted in the service's own namespace is invisible to the
-        // engine: a split with argv branches takes copies there.
-        forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : cx.d.settings.forks,
-        ...(source ? { parent: source } : {}),
-      },
-      undefined,
-      (p) => {
-        void conn.send({
-          v: 1,
-          t: "notice",
-          progress: true,
-          message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
-        });
-      },
+    live.creatorConn = conn;
+    log.info(`split ${id}: created in ${located.root} (${req.branches.length} branches)`);
+    await conn.send({ v: 1, t: "split.accepted", id });
+    live.deadlineTimer = setTimeout(
+      () => cancel(cx, id, `deadline of ${Math.round(cx.d.settings.deadlineMs / 1000)} s reached`),
+      cx.d.settings.deadlineMs,
     );
-  } catch (error) {
-    return setupFailed(cx, live, spool, error, false);
-  }
-  live.open = true;
-  if (created.root !== located.root) {
-    // The tree moved between locate and snapshot: the journaled root is wrong.
-    return setupFailed(
-      cx,
-      live,
-      spool,
-      new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
-      true,
-    );
-  }
-  live.timing.snapshot = created.snapshot.ms;
-  if (created.snapshot.untrusted) {
-    // A layer changed after its seal is never a base again (docs/engine.md).
-    const message = `marsh split: ${created.snapshot.untrusted}; ` +
-      "it was not used: this split's base is a fresh copy of the tree";
-    log.info(`split ${id}: ${message}`);
-    void conn.send({ v: 1, t: "notice", message });
-  }
-  journal.updateSplit(id, {
-    identity: created.identity,
-    git: created.git,
-    timing: { ...live.timing },
-    rootId: created.snapshot.rootId,
-  });
-  await cx.pause("after-snapshot");
 
-  const t0 = performance.now();
-  for (const [index, spec] of req.branches.entries()) {
-    if (live.cancelReason) break;
-    let f: ForkedReply;
+    // The spool is read to EOF before the snapshot.
+    const spool = req.spool ? await receiveSpool(cx, conn, live) : null;
+    if (spool === undefined || live.cancelReason) {
+      return await finishCancelled(cx, live, spool ?? null);
+    }
+    watchCreator(cx, conn, live);
+
+    await cx.pause("before-snapshot");
+    let created: CreatedReply;
     try {
-      f = await splitfs.request<ForkedReply>(
-        { v: 1, t: "fork", id, label: spec.label },
+      created = await splitfs.request<CreatedReply>(
+        {
+          v: 1,
+          t: "create",
+          id,
+          cwd,
+          env: { HOME: req.env.HOME, XDG_CONFIG_HOME: req.env.XDG_CONFIG_HOME },
+          withIgnored: req.withIgnored,
+          // A fork mounted in the service's own namespace is invisible to the
+          // engine: a split with argv branches takes copies there.
+          forks: splitfs.namespace !== null && kits.size > 0 ? "copy" : cx.d.settings.forks,
+          ...(source ? { parent: source } : {}),
+        },
         undefined,
         (p) => {
           void conn.send({
             v: 1,
             t: "notice",
             progress: true,
-            message: `fork ${spec.label}: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
+            message: `snapshot: ${p.files} files, ${(p.bytes / 1048576).toFixed(1)} MiB`,
           });
         },
       );
-      // The last fork's record carries the forks' time: one commit (one fsync), not two.
-      const last = index === req.branches.length - 1;
-      if (last) live.timing.forks = Math.round(performance.now() - t0);
-      journal.immediate(() => {
-        journal.updateBranch(id, spec.label, {
-          forkIdentity: f.identity,
-          forkStrategy: f.strategy,
-        });
-        if (last) journal.updateSplit(id, { timing: { ...live.timing } });
-      });
     } catch (error) {
-      return setupFailed(cx, live, spool, error, true);
+      return await setupFailed(cx, live, spool, error, false);
     }
-    live.branches.set(
-      spec.label,
-      new LiveBranch(
-        spec,
-        index,
-        `${split.dir}/${spec.label}`,
-        f.strategy,
-        spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
-        jobIds.get(spec.label) ?? null,
-      ),
-    );
-  }
-  if (live.timing.forks === undefined) {
-    // Cancelled before the last fork.
-    live.timing.forks = Math.round(performance.now() - t0);
-    journal.updateSplit(id, { timing: { ...live.timing } });
-  }
+    live.open = true;
+    if (created.root !== located.root) {
+      // The tree moved between locate and snapshot: the journaled root is wrong.
+      return await setupFailed(
+        cx,
+        live,
+        spool,
+        new Error(`the project root changed while splitting: ${located.root} -> ${created.root}`),
+        true,
+      );
+    }
+    live.timing.snapshot = created.snapshot.ms;
+    if (created.snapshot.untrusted) {
+      // A layer changed after its seal is never a base again (docs/engine.md).
+      const message = `marsh split: ${created.snapshot.untrusted}; ` +
+        "it was not used: this split's base is a fresh copy of the tree";
+      log.info(`split ${id}: ${message}`);
+      void conn.send({ v: 1, t: "notice", message });
+    }
+    journal.updateSplit(id, {
+      identity: created.identity,
+      git: created.git,
+      timing: { ...live.timing },
+      rootId: created.snapshot.rootId,
+    });
+    await cx.pause("after-snapshot");
 
-  const runStart = performance.now();
-  const env = filterEnv(req.env);
-  live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
-  for (const b of live.branches.values()) {
-    if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
-    else await launchShell(cx, live, split, b, env, spool);
+    const t0 = performance.now();
+    for (const [index, spec] of req.branches.entries()) {
+      if (live.cancelReason) break;
+      let f: ForkedReply;
+      try {
+        f = await splitfs.request<ForkedReply>(
+          { v: 1, t: "fork", id, label: spec.label },
+          undefined,
+          (p) => {
+            void conn.send({
+              v: 1,
+              t: "notice",
+              progress: true,
+              message: `fork ${spec.label}: ${p.files} files, ${
+                (p.bytes / 1048576).toFixed(1)
+              } MiB`,
+            });
+          },
+        );
+        // The last fork's record carries the forks' time: one commit (one fsync), not two.
+        const last = index === req.branches.length - 1;
+        if (last) live.timing.forks = Math.round(performance.now() - t0);
+        journal.immediate(() => {
+          journal.updateBranch(id, spec.label, {
+            forkIdentity: f.identity,
+            forkStrategy: f.strategy,
+          });
+          if (last) journal.updateSplit(id, { timing: { ...live.timing } });
+        });
+      } catch (error) {
+        return await setupFailed(cx, live, spool, error, true);
+      }
+      live.branches.set(
+        spec.label,
+        new LiveBranch(
+          spec,
+          index,
+          `${split.dir}/${spec.label}`,
+          f.strategy,
+          spec.kind === "argv" ? kits.get(spec.argv[0]!) ?? null : null,
+          jobIds.get(spec.label) ?? null,
+        ),
+      );
+    }
+    if (live.timing.forks === undefined) {
+      // Cancelled before the last fork.
+      live.timing.forks = Math.round(performance.now() - t0);
+      journal.updateSplit(id, { timing: { ...live.timing } });
+    }
+
+    const runStart = performance.now();
+    const env = filterEnv(req.env);
+    live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
+    for (const b of live.branches.values()) {
+      if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
+      else await launchShell(cx, live, split, b, env, spool);
+    }
+    await cx.pause("mid-run");
+    await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
+    live.timing.run = Math.round(performance.now() - runStart);
+    await cx.pause("after-capture");
+    if (live.cancelReason) return await finishCancelled(cx, live, spool);
+    await finishAwait(cx, live, spool);
+  } finally {
+    live.quiet.resolve();
   }
-  await cx.pause("mid-run");
-  await Promise.all([...live.branches.values()].map((b) => b.settled.promise));
-  live.timing.run = Math.round(performance.now() - runStart);
-  await cx.pause("after-capture");
-  if (live.cancelReason) return finishCancelled(cx, live, spool);
-  await finishAwait(cx, live, spool);
 }
 
 /**

@@ -87,6 +87,7 @@ export async function launchKit(
     admin: git === null ? null : `${split.dir}/.admin/${label}`,
     objectDirs: git?.objects ?? [],
     readOnly: [],
+    branch: { split: live.id, label },
   };
   let cap: KitCap;
   try {

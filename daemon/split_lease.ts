@@ -68,6 +68,7 @@ export function splitSignals(cx: SplitContext): SplitSignals {
       const attempt = b ? launchedAttempt(b.phase) : null;
       if (attempt) void cx.d.worker.cancel(attempt, cx.d.settings.graceMs);
     },
+    quiet: (id) => cx.live.get(id)?.quiet.promise ?? Promise.resolve(),
   };
 }
 

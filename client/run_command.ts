@@ -14,7 +14,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import type { Command } from "commander";
 import type { CliContext } from "./cli_program.ts";
 import { CliError } from "./cli_error.ts";
@@ -102,7 +101,7 @@ async function relayStdin(conn: DaemonConnection, stdin: ReadableStream<Uint8Arr
   try {
     for await (const chunk of stdin) {
       for (let off = 0; off < chunk.length; off += RUN_CHUNK) {
-        const data = Buffer.from(chunk.subarray(off, off + RUN_CHUNK)).toString("base64");
+        const data = chunk.subarray(off, off + RUN_CHUNK).toBase64();
         await conn.send({ v: 1, t: "process.stdin", data });
       }
     }
@@ -176,7 +175,7 @@ export async function runCommand(
         void relayStdin(conn, io.stdin);
         return undefined;
       case "process.out": {
-        const bytes = Buffer.from(reply.data, "base64");
+        const bytes = Uint8Array.fromBase64(reply.data);
         if (reply.stream === "stdout") await io.write(bytes);
         else {
           await writeAllTo(Deno.stderr, bytes).catch((error) => {

@@ -14,7 +14,9 @@
  */
 
 import type { Dir } from "../fd/dir.ts";
-import { encodeIndex, type LayerIndex } from "./layer_index.ts";
+import type { LayerIndex } from "./layer_index.ts";
+import { encodeDelta, encodeIndex } from "./index_codec.ts";
+import { diffIndex } from "./index_delta.ts";
 import {
   checkData,
   LAYER_ID,
@@ -53,6 +55,13 @@ export interface AdoptedLayer {
    * staged wrapper that is sealed already (its index is written).
    */
   readonly index: LayerIndex | null;
+  /**
+   * The merged index of `parent`'s stack that `index` was computed from:
+   * the layer's `index` is then sealed as its delta against it, O(changed)
+   * (docs/checkpoints.md "The layer index"); absent, or for a compacted
+   * layer, the whole index.
+   */
+  readonly base?: LayerIndex;
   readonly rootId: string;
   readonly counts: {
     readonly files: number;
@@ -90,7 +99,7 @@ export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
     );
   }
   const topMeta = metas[metas.length - 1] as LayerMeta;
-  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(topMeta) };
+  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(metas) };
 }
 
 /**
@@ -162,12 +171,14 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   const data = recordData(wrapper);
   phaseEnd(PHASE.records, t);
   t = phaseStart();
-  const indexBytes = encodeIndex(layer.index);
+  const compacted = layer.compacted === true;
+  const indexBytes = layer.base !== undefined && !compacted
+    ? encodeDelta(diffIndex(layer.base, layer.index))
+    : encodeIndex(layer.index);
   phaseEnd(PHASE.encode, t);
   t = phaseStart();
   // Not synced one by one: the syncfs below covers them, before SEALED.
   writeReadOnly(wrapper, INDEX, indexBytes);
-  const compacted = layer.compacted === true;
   const meta: LayerMeta = {
     version: 2,
     id: layer.id,

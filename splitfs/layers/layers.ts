@@ -70,7 +70,8 @@ import { createHash } from "node:crypto";
 import { compareNames, type Dir } from "../fd/dir.ts";
 import { E } from "../fd/ffi.ts";
 import type { IgnoreInputs } from "../git/ignore_load.ts";
-import { encodeIndex, type LayerIndex, statIndexOf } from "./layer_index.ts";
+import { type LayerIndex, statIndexOf } from "./layer_index.ts";
+import { encodeIndex } from "./index_codec.ts";
 import { collectLayers } from "./layer_gc.ts";
 import {
   CHAIN,

@@ -32,6 +32,11 @@ export interface SessionWorld extends Disposable {
   gitTree(dir: string): Promise<string>;
   /** Runs `bash -c script` with `dir` as its cwd; throws unless it exits 0. */
   sh(dir: string, script: string): Promise<void>;
+  /**
+   * `git ls-tree -r -t -z` of a tree {@linkcode SessionWorld.gitTree} wrote:
+   * `<mode> <type> <id>\t<path>` per entry, trees included.
+   */
+  lsTree(tree: string): Promise<string[]>;
 }
 
 let gitDirs = 0;
@@ -63,6 +68,14 @@ export async function sessionWorld(
       const id = (await gitOk(dir, [...base, "write-tree"], { ...opts, env })).trim();
       Deno.removeSync(index);
       return id;
+    },
+    async lsTree(tree: string): Promise<string[]> {
+      const out = await gitOk(
+        sb.top,
+        [`--git-dir=${bare}`, "ls-tree", "-r", "-t", "-z", tree],
+        opts,
+      );
+      return out.split("\0").filter((l) => l !== "");
     },
     async sh(dir: string, script: string): Promise<void> {
       await run("bash", ["-c", script], { ...opts, cwd: dir });

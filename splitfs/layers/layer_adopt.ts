@@ -151,7 +151,9 @@ export function sealStaged(
   const t = phaseStart();
   dir.layers.sync();
   phaseEnd(PHASE.rename, t);
-  if (layer.index !== null) dir.cacheIndex(layer.id, layer.index);
+  if (layer.index !== null) {
+    dir.cacheIndex(layer.id, layer.index, layer.base === undefined || layer.compacted === true);
+  }
   dir.trustSealed(meta);
   return meta;
 }

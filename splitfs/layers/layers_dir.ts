@@ -45,12 +45,16 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 
 /**
- * Parsed (or derived) indexes of recent layers, shared by every store in the
- * process (the service is long-lived). A derived index shares every
- * directory it does not change with the one below, so a session's head and
- * its fork's cost little more than one.
+ * Parsed whole indexes of recent layers, shared by every store in the
+ * process (the service is long-lived): each holds a whole tree.
  */
-const cache = new IndexCache(8);
+const cache = new IndexCache(4);
+/**
+ * Indexes derived from deltas (`index_delta.ts`), or computed by a capture:
+ * each shares every directory it does not change with the index below it,
+ * so they cost little more than their changes and are kept more.
+ */
+const derived = new IndexCache(32);
 
 /**
  * Forgets every parsed index kept in memory (memory pressure, tests): the
@@ -58,6 +62,7 @@ const cache = new IndexCache(8);
  */
 export function releaseIndexCache(): void {
   cache.clear();
+  derived.clear();
 }
 
 /** Whether `error` is an {@linkcode FsError} with `errno`. */
@@ -124,14 +129,23 @@ export class LayersDir implements Disposable {
     }
   }
 
-  /** Keeps `index` as layer `id`'s parsed index in the process-wide cache. */
-  cacheIndex(id: string, index: LayerIndex): void {
-    cache.set(this.#cacheKey(id), index);
+  /**
+   * Keeps `index` as layer `id`'s index in the process-wide cache: `whole`
+   * for one the layer holds whole, else one that shares the nodes below it.
+   */
+  cacheIndex(id: string, index: LayerIndex, whole = true): void {
+    (whole ? cache : derived).set(this.#cacheKey(id), index);
   }
 
-  /** Drops layer `id`'s parsed index from the cache. */
+  /** Drops layer `id`'s index from the cache. */
   forgetIndex(id: string): void {
     cache.delete(this.#cacheKey(id));
+    derived.delete(this.#cacheKey(id));
+  }
+
+  #cached(id: string): LayerIndex | null {
+    const key = this.#cacheKey(id);
+    return derived.get(key) ?? cache.get(key) ?? null;
   }
 
   #cacheKey(id: string): string {
@@ -295,7 +309,7 @@ export class LayersDir implements Disposable {
     let index: LayerIndex | null = null;
     for (let i = metas.length - 1; i >= 0 && index === null; i--) {
       const meta = metas[i] as LayerMeta;
-      index = cache.get(this.#cacheKey(meta.id)) ?? null;
+      index = this.#cached(meta.id);
       if (index !== null) break;
       const file = this.#readIndexFile(meta);
       if (file.kind === "full") {
@@ -321,7 +335,7 @@ export class LayersDir implements Disposable {
       if (root !== meta.rootId) {
         throw new LayerError(meta.id, `derives root ${root} from its index, not ${meta.rootId}`);
       }
-      if (k === 0) cache.set(this.#cacheKey(meta.id), index);
+      if (k === 0) derived.set(this.#cacheKey(meta.id), index);
     }
     return index;
   }

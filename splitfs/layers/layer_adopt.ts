@@ -85,11 +85,22 @@ export interface AdoptedLayer {
  * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
  */
 export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
+  const metas = stackMetas(dir, ids);
+  const topMeta = metas[metas.length - 1] as LayerMeta;
+  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(metas) };
+}
+
+/**
+ * The verified metas of the stack `ids` (bottom first), as {@linkcode stackOfIds}
+ * checks them, without its index.
+ *
+ * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
+ */
+export function stackMetas(dir: LayersDir, ids: readonly string[]): LayerMeta[] {
   const top = ids[ids.length - 1];
   if (top === undefined) throw new TypeError("a stack has at least one layer");
-  let metas: LayerMeta[];
   try {
-    metas = dir.explicitStack(ids);
+    return dir.explicitStack(ids);
   } catch (error) {
     if (!(error instanceof LayerError)) throw error;
     throw new LayerError(
@@ -98,8 +109,6 @@ export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
       { cause: error },
     );
   }
-  const topMeta = metas[metas.length - 1] as LayerMeta;
-  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(metas) };
 }
 
 /**

@@ -106,6 +106,7 @@ import {
   checkLayer,
   type LayerCheck,
   sealStaged,
+  stackMetas,
   stackOfIds,
 } from "./layer_adopt.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
@@ -319,6 +320,16 @@ export class LayerStore implements Disposable {
    */
   stackOf(ids: readonly string[]): HeadStack {
     return stackOfIds(this.#dir, ids);
+  }
+
+  /**
+   * The verified metas of the stack `ids` (bottom first), without its index:
+   * for a mount, which needs no index (one not in memory would be derived).
+   *
+   * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
+   */
+  stackMetasOf(ids: readonly string[]): LayerMeta[] {
+    return stackMetas(this.#dir, ids);
   }
 
   /**

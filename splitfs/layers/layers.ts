@@ -59,7 +59,8 @@
  * index cache, discarding), `layer_walk.ts` (the walk against the previous
  * index), `layer_records.ts` (index records and tree ids), `layer_write.ts`
  * (reading the live tree and writing the new layer), `layer_gc.ts`
- * (`collect`), `layer_seal.ts` and `layer_index.ts` (the on-disk formats).
+ * (`collect`), `layer_seal.ts` and `index_codec.ts` (the on-disk formats;
+ * `layer_index.ts` the index in memory, `index_delta.ts` its derivation).
  *
  * Needs `--allow-ffi=<libc path>`.
  *

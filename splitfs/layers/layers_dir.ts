@@ -14,7 +14,7 @@
 import { type Dir, type Stat, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
 import { E, FsError } from "../fd/ffi.ts";
 import { IndexCache, type LayerIndex } from "./layer_index.ts";
-import { decodeIndexFile, type IndexDelta } from "./index_codec.ts";
+import { decodeIndexFile, type IndexDelta, type IndexFile } from "./index_codec.ts";
 import { applyDelta } from "./index_delta.ts";
 import { EMPTY_TREE_HEX, hexOf } from "../git/tree_id.ts";
 import {
@@ -307,7 +307,7 @@ export class LayersDir implements Disposable {
   loadIndex(metas: readonly LayerMeta[]): LayerIndex {
     const deltas: { meta: LayerMeta; delta: IndexDelta }[] = [];
     let index: LayerIndex | null = null;
-    for (let i = metas.length - 1; i >= 0 && index === null; i--) {
+    for (let i = metas.length - 1; i >= 0; i--) {
       const meta = metas[i] as LayerMeta;
       index = this.#cached(meta.id);
       if (index !== null) break;
@@ -315,7 +315,9 @@ export class LayersDir implements Disposable {
       if (file.kind === "full") {
         index = file.index;
         cache.set(this.#cacheKey(meta.id), index);
-      } else deltas.push({ meta, delta: file.delta });
+        break;
+      }
+      deltas.push({ meta, delta: file.delta });
     }
     if (index === null) {
       const bottom = metas[0];
@@ -341,7 +343,7 @@ export class LayersDir implements Disposable {
   }
 
   /** Layer `meta.id`'s `index` file, parsed, after checking it against the meta. */
-  #readIndexFile(meta: LayerMeta): ReturnType<typeof decodeIndexFile> {
+  #readIndexFile(meta: LayerMeta): IndexFile {
     using wrapper = this.openWrapper(meta.id);
     const bytes = wrapper.readFileIfExists(INDEX, meta.index.size);
     if (

@@ -1,6 +1,7 @@
 /**
  * A sealed layer stack read without mounting it (docs/checkpoints.md,
- * "Checkout and commit"): its top layer's index, which names every path of
+ * "Checkout and commit"): its merged index (the top layer's, whole or
+ * derived from the deltas of the stack: `layers_dir.ts`), which names every path of
  * the merged view with its Git blob or tree id, and, per directory, the
  * layers' `data/` dirs that contribute to it, top first, so one entry's
  * bytes are read from the layer an overlay mount would show them from.
@@ -17,9 +18,9 @@
  */
 
 import type { Dir, Stat } from "../fd/dir.ts";
-import { decodeIndex, IndexNode, type LayerIndex, STRIDE } from "../layers/layer_index.ts";
-import { DATA, LayerError, type LayerMeta, sha256Hex } from "../layers/layer_seal.ts";
-import { INDEX, LayersDir } from "../layers/layers_dir.ts";
+import { IndexNode, type LayerIndex, STRIDE } from "../layers/layer_index.ts";
+import { DATA, LayerError, type LayerMeta } from "../layers/layer_seal.ts";
+import { LayersDir } from "../layers/layers_dir.ts";
 import { MARSH_DIR } from "../../model/layout.ts";
 import { EMPTY_TREE_HEX } from "../git/tree_id.ts";
 
@@ -67,7 +68,7 @@ export class StackView implements Disposable {
       const metas = store.explicitStack(layers);
       const ids = metas.map((m) => m.id);
       const topMeta = metas[metas.length - 1] as LayerMeta;
-      const index = loadIndex(store, topMeta);
+      const index = store.loadIndex(metas);
       for (let i = metas.length - 1; i >= 0; i--) {
         using wrapper = store.openWrapper((metas[i] as LayerMeta).id);
         data.push(wrapper.openDir(DATA));
@@ -105,21 +106,6 @@ function emptyIndex(): LayerIndex {
     startNsec: 0,
     ignoreKey: "none",
   };
-}
-
-function loadIndex(store: LayersDir, meta: LayerMeta): LayerIndex {
-  using wrapper = store.openWrapper(meta.id);
-  const bytes = wrapper.readFileIfExists(INDEX, meta.index.size);
-  if (
-    bytes === null || bytes.length !== meta.index.size || sha256Hex(bytes) !== meta.index.sha256
-  ) {
-    throw new LayerError(meta.id, "has an index that does not match its meta.json");
-  }
-  try {
-    return decodeIndex(bytes);
-  } catch (cause) {
-    throw new LayerError(meta.id, "has a malformed index", { cause });
-  }
 }
 
 /** Where an entry of the merged view is: the layer dir holding it and its stat there. */

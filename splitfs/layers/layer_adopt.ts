@@ -14,7 +14,9 @@
  */
 
 import type { Dir } from "../fd/dir.ts";
-import { encodeIndex, type LayerIndex } from "./layer_index.ts";
+import type { LayerIndex } from "./layer_index.ts";
+import { encodeDelta, encodeIndex } from "./index_codec.ts";
+import { diffIndex } from "./index_delta.ts";
 import {
   checkData,
   LAYER_ID,
@@ -53,6 +55,13 @@ export interface AdoptedLayer {
    * staged wrapper that is sealed already (its index is written).
    */
   readonly index: LayerIndex | null;
+  /**
+   * The merged index of `parent`'s stack that `index` was computed from:
+   * the layer's `index` is then sealed as its delta against it, O(changed)
+   * (docs/checkpoints.md "The layer index"); absent, or for a compacted
+   * layer, the whole index.
+   */
+  readonly base?: LayerIndex;
   readonly rootId: string;
   readonly counts: {
     readonly files: number;
@@ -76,11 +85,22 @@ export interface AdoptedLayer {
  * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
  */
 export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
+  const metas = stackMetas(dir, ids);
+  const topMeta = metas[metas.length - 1] as LayerMeta;
+  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(metas) };
+}
+
+/**
+ * The verified metas of the stack `ids` (bottom first), as {@linkcode stackOfIds}
+ * checks them, without its index.
+ *
+ * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
+ */
+export function stackMetas(dir: LayersDir, ids: readonly string[]): LayerMeta[] {
   const top = ids[ids.length - 1];
   if (top === undefined) throw new TypeError("a stack has at least one layer");
-  let metas: LayerMeta[];
   try {
-    metas = dir.explicitStack(ids);
+    return dir.explicitStack(ids);
   } catch (error) {
     if (!(error instanceof LayerError)) throw error;
     throw new LayerError(
@@ -89,8 +109,6 @@ export function stackOfIds(dir: LayersDir, ids: readonly string[]): HeadStack {
       { cause: error },
     );
   }
-  const topMeta = metas[metas.length - 1] as LayerMeta;
-  return { ids: [...ids], metas, top: topMeta, index: dir.loadIndex(topMeta) };
 }
 
 /**
@@ -142,7 +160,9 @@ export function sealStaged(
   const t = phaseStart();
   dir.layers.sync();
   phaseEnd(PHASE.rename, t);
-  if (layer.index !== null) dir.cacheIndex(layer.id, layer.index);
+  if (layer.index !== null) {
+    dir.cacheIndex(layer.id, layer.index, layer.base === undefined || layer.compacted === true);
+  }
   dir.trustSealed(meta);
   return meta;
 }
@@ -162,12 +182,14 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   const data = recordData(wrapper);
   phaseEnd(PHASE.records, t);
   t = phaseStart();
-  const indexBytes = encodeIndex(layer.index);
+  const compacted = layer.compacted === true;
+  const indexBytes = layer.base !== undefined && !compacted
+    ? encodeDelta(diffIndex(layer.base, layer.index))
+    : encodeIndex(layer.index);
   phaseEnd(PHASE.encode, t);
   t = phaseStart();
   // Not synced one by one: the syncfs below covers them, before SEALED.
   writeReadOnly(wrapper, INDEX, indexBytes);
-  const compacted = layer.compacted === true;
   const meta: LayerMeta = {
     version: 2,
     id: layer.id,

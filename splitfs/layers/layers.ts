@@ -59,7 +59,8 @@
  * index cache, discarding), `layer_walk.ts` (the walk against the previous
  * index), `layer_records.ts` (index records and tree ids), `layer_write.ts`
  * (reading the live tree and writing the new layer), `layer_gc.ts`
- * (`collect`), `layer_seal.ts` and `layer_index.ts` (the on-disk formats).
+ * (`collect`), `layer_seal.ts` and `index_codec.ts` (the on-disk formats;
+ * `layer_index.ts` the index in memory, `index_delta.ts` its derivation).
  *
  * Needs `--allow-ffi=<libc path>`.
  *
@@ -70,7 +71,8 @@ import { createHash } from "node:crypto";
 import { compareNames, type Dir } from "../fd/dir.ts";
 import { E } from "../fd/ffi.ts";
 import type { IgnoreInputs } from "../git/ignore_load.ts";
-import { encodeIndex, type LayerIndex, statIndexOf } from "./layer_index.ts";
+import { type LayerIndex, statIndexOf } from "./layer_index.ts";
+import { encodeIndex } from "./index_codec.ts";
 import { collectLayers } from "./layer_gc.ts";
 import {
   CHAIN,
@@ -105,6 +107,7 @@ import {
   checkLayer,
   type LayerCheck,
   sealStaged,
+  stackMetas,
   stackOfIds,
 } from "./layer_adopt.ts";
 import type { StatIndex } from "../capture/old_tree.ts";
@@ -318,6 +321,16 @@ export class LayerStore implements Disposable {
    */
   stackOf(ids: readonly string[]): HeadStack {
     return stackOfIds(this.#dir, ids);
+  }
+
+  /**
+   * The verified metas of the stack `ids` (bottom first), without its index:
+   * for a mount, which needs no index (one not in memory would be derived).
+   *
+   * @throws {LayerError} when a layer is missing, unsealed, or the stack is not `ids`
+   */
+  stackMetasOf(ids: readonly string[]): LayerMeta[] {
+    return stackMetas(this.#dir, ids);
   }
 
   /**

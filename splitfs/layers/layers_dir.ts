@@ -13,7 +13,10 @@
 
 import { type Dir, type Stat, SymlinkRefusedError, WrongKindError } from "../fd/dir.ts";
 import { E, FsError } from "../fd/ffi.ts";
-import { decodeIndex, IndexCache, type LayerIndex } from "./layer_index.ts";
+import { IndexCache, type LayerIndex } from "./layer_index.ts";
+import { decodeIndexFile, type IndexDelta, type IndexFile } from "./index_codec.ts";
+import { applyDelta } from "./index_delta.ts";
+import { EMPTY_TREE_HEX, hexOf } from "../git/tree_id.ts";
 import {
   checkData,
   LAYER_ID,
@@ -31,15 +34,27 @@ import { forgetTrust, trustedData, trustedMeta, trustSealed } from "./layer_trus
 
 /** A chain's head file is `<chain>` plus this. */
 export const HEAD_SUFFIX = ".head";
-/** Under `layers/<id>/`: the live tree's stat index at this snapshot. */
+/**
+ * Under `layers/<id>/`: the merged view's stat index, whole or as the
+ * layer's delta against the stack below (`index_codec.ts`).
+ */
 export const INDEX = "index";
 /** Trashed layers are `.marsh/.trash/<prefix><id>-<random>`. */
 export const TRASH_PREFIX = "layer-";
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** Parsed indexes of recent layers, shared by every store in the process (the service is long-lived). */
+/**
+ * Parsed whole indexes of recent layers, shared by every store in the
+ * process (the service is long-lived): each holds a whole tree.
+ */
 const cache = new IndexCache(4);
+/**
+ * Indexes derived from deltas (`index_delta.ts`), or computed by a capture:
+ * each shares every directory it does not change with the index below it,
+ * so they cost little more than their changes and are kept more.
+ */
+const derived = new IndexCache(32);
 
 /**
  * Forgets every parsed index kept in memory (memory pressure, tests): the
@@ -47,6 +62,7 @@ const cache = new IndexCache(4);
  */
 export function releaseIndexCache(): void {
   cache.clear();
+  derived.clear();
 }
 
 /** Whether `error` is an {@linkcode FsError} with `errno`. */
@@ -113,14 +129,23 @@ export class LayersDir implements Disposable {
     }
   }
 
-  /** Keeps `index` as layer `id`'s parsed index in the process-wide cache. */
-  cacheIndex(id: string, index: LayerIndex): void {
-    cache.set(this.#cacheKey(id), index);
+  /**
+   * Keeps `index` as layer `id`'s index in the process-wide cache: `whole`
+   * for one the layer holds whole, else one that shares the nodes below it.
+   */
+  cacheIndex(id: string, index: LayerIndex, whole = true): void {
+    (whole ? cache : derived).set(this.#cacheKey(id), index);
   }
 
-  /** Drops layer `id`'s parsed index from the cache. */
+  /** Drops layer `id`'s index from the cache. */
   forgetIndex(id: string): void {
     cache.delete(this.#cacheKey(id));
+    derived.delete(this.#cacheKey(id));
+  }
+
+  #cached(id: string): LayerIndex | null {
+    const key = this.#cacheKey(id);
+    return derived.get(key) ?? cache.get(key) ?? null;
   }
 
   #cacheKey(id: string): string {
@@ -157,7 +182,7 @@ export class LayersDir implements Disposable {
       if (other) {
         return { stack: null, problem: `layer "${other.id}" belongs to chain ${other.chain}` };
       }
-      const index = this.loadIndex(topMeta);
+      const index = this.loadIndex(metas);
       return { stack: { ids: metas.map((m) => m.id), metas, top: topMeta, index }, problem: null };
     } catch (error) {
       // A head we cannot trust is replaced by a full copy, never patched.
@@ -270,14 +295,55 @@ export class LayersDir implements Disposable {
   }
 
   /**
-   * The parsed index of a sealed layer (cached), checked against its meta.
+   * The merged index of the verified stack `metas` (bottom first): the top
+   * layer's own when it is whole, else derived from the stack below and the
+   * deltas above it (`index_delta.ts`), starting from the highest layer whose
+   * index is cached or whole; each derived root must be its layer's root id.
+   * The top's is cached.
    *
-   * @throws {LayerError} when it is missing or does not match
+   * @throws {LayerError} when an index is missing, does not match its meta,
+   *   or a delta does not apply to the stack below it
    */
-  loadIndex(meta: LayerMeta): LayerIndex {
-    const key = this.#cacheKey(meta.id);
-    const hit = cache.get(key);
-    if (hit) return hit;
+  loadIndex(metas: readonly LayerMeta[]): LayerIndex {
+    const deltas: { meta: LayerMeta; delta: IndexDelta }[] = [];
+    let index: LayerIndex | null = null;
+    for (let i = metas.length - 1; i >= 0; i--) {
+      const meta = metas[i] as LayerMeta;
+      index = this.#cached(meta.id);
+      if (index !== null) break;
+      const file = this.#readIndexFile(meta);
+      if (file.kind === "full") {
+        index = file.index;
+        cache.set(this.#cacheKey(meta.id), index);
+        break;
+      }
+      deltas.push({ meta, delta: file.delta });
+    }
+    if (index === null) {
+      const bottom = metas[0];
+      if (bottom === undefined) throw new TypeError("a stack has at least one layer");
+      throw new LayerError(bottom.id, "has a delta index but no layer below it to derive from");
+    }
+    for (let k = deltas.length - 1; k >= 0; k--) {
+      const { meta, delta } = deltas[k] as { meta: LayerMeta; delta: IndexDelta };
+      try {
+        index = applyDelta(index, delta);
+      } catch (cause) {
+        throw new LayerError(meta.id, "has an index delta that does not fit the stack below it", {
+          cause,
+        });
+      }
+      const root = index.rootTree === null ? EMPTY_TREE_HEX : hexOf(index.rootTree);
+      if (root !== meta.rootId) {
+        throw new LayerError(meta.id, `derives root ${root} from its index, not ${meta.rootId}`);
+      }
+      if (k === 0) derived.set(this.#cacheKey(meta.id), index);
+    }
+    return index;
+  }
+
+  /** Layer `meta.id`'s `index` file, parsed, after checking it against the meta. */
+  #readIndexFile(meta: LayerMeta): IndexFile {
     using wrapper = this.openWrapper(meta.id);
     const bytes = wrapper.readFileIfExists(INDEX, meta.index.size);
     if (
@@ -285,14 +351,11 @@ export class LayersDir implements Disposable {
     ) {
       throw new LayerError(meta.id, "has an index that does not match its meta.json");
     }
-    let ix: LayerIndex;
     try {
-      ix = decodeIndex(bytes);
+      return decodeIndexFile(bytes);
     } catch (cause) {
       throw new LayerError(meta.id, "has a malformed index", { cause });
     }
-    cache.set(key, ix);
-    return ix;
   }
 
   /**

@@ -4,13 +4,8 @@ import { assertProperty } from "../../tests/_property.ts";
 import { fingerprint, fingerprintDiff, leaves, put, throwsA } from "../_testing.ts";
 import { gitTree, type LayerProject, layerProject, mountStack } from "./_layers_testing.ts";
 import { IgnoreRules } from "../git/ignore_rules.ts";
-import {
-  decodeIndex,
-  encodeIndex,
-  IndexNode,
-  type LayerIndex,
-  statIndexOf,
-} from "./layer_index.ts";
+import { IndexNode, type LayerIndex, statIndexOf } from "./layer_index.ts";
+import { decodeIndex, encodeIndex } from "./index_codec.ts";
 import {
   ignoreKeyOf,
   LayerError,

@@ -14,6 +14,8 @@ import { ProjectLocks } from "../project_lock.ts";
 import { handleSession } from "./frames.ts";
 import type {
   OpCapturedReply,
+  OpPreparedReply,
+  OpSealedReply,
   SessionReply,
   SessionRequest,
 } from "../../protocol/splitfs_session.ts";
@@ -32,6 +34,11 @@ export interface SessionWorld extends Disposable {
   gitTree(dir: string): Promise<string>;
   /** Runs `bash -c script` with `dir` as its cwd; throws unless it exits 0. */
   sh(dir: string, script: string): Promise<void>;
+  /**
+   * `git ls-tree -r -t -z` of a tree {@linkcode SessionWorld.gitTree} wrote:
+   * `<mode> <type> <id>\t<path>` per entry, trees included.
+   */
+  lsTree(tree: string): Promise<string[]>;
 }
 
 let gitDirs = 0;
@@ -64,6 +71,14 @@ export async function sessionWorld(
       Deno.removeSync(index);
       return id;
     },
+    async lsTree(tree: string): Promise<string[]> {
+      const out = await gitOk(
+        sb.top,
+        [`--git-dir=${bare}`, "ls-tree", "-r", "-t", "-z", tree],
+        opts,
+      );
+      return out.split("\0").filter((l) => l !== "");
+    },
     async sh(dir: string, script: string): Promise<void> {
       await run("bash", ["-c", script], { ...opts, cwd: dir });
     },
@@ -85,4 +100,41 @@ export function changedReply(
 ): Extract<OpCapturedReply, { kind: "changed" }> {
   assert.equal(r.kind, "changed", JSON.stringify(r));
   return r as Extract<OpCapturedReply, { kind: "changed" }>;
+}
+
+/** Runs `script` as one op on `layers` and seals it; returns the new stack and root. */
+export async function sealOneOp(
+  w: SessionWorld,
+  name: string,
+  id: string,
+  head: { layers: readonly string[]; rootId: string },
+  script: string,
+): Promise<{ layers: string[]; rootId: string; layer: string }> {
+  const at = { root: w.root, name };
+  const prep = await w.call<OpPreparedReply>({
+    t: "op-prepare",
+    ...at,
+    op: id,
+    layers: head.layers,
+  });
+  await w.sh(prep.merged, script);
+  const cap = changedReply(
+    await w.call<OpCapturedReply>({
+      t: "op-capture",
+      ...at,
+      op: id,
+      layers: head.layers,
+      rootId: head.rootId,
+    }),
+  );
+  const sealed = await w.call<OpSealedReply>({
+    t: "op-seal",
+    ...at,
+    op: id,
+    layer: cap.layer,
+    rootId: cap.rootId,
+    layers: head.layers,
+  });
+  await w.call({ t: "op-drop", ...at, op: id });
+  return { layers: [...sealed.layers], rootId: cap.rootId, layer: cap.layer };
 }

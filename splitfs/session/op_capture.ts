@@ -69,6 +69,8 @@ export interface Capture {
   readonly changed: boolean;
   /** The merged view's index with the normalised upper dir on top. */
   readonly index: LayerIndex;
+  /** The head's index it was computed from: the layer's index is sealed as its delta against it. */
+  readonly base: LayerIndex;
   /** SHA-256 (hex) of the normalised changed set. */
   readonly digest: string;
   /** Every changed path, in UTF-8 byte order of the path. */
@@ -124,6 +126,7 @@ export function captureUpper(upper: Dir, head: HeadStack, mode: OverlayMode): Ca
     rootId,
     changed: rootId !== head.top.rootId,
     index,
+    base: prev,
     digest: ctx.digest.digest("hex"),
     paths: ctx.paths,
     counts: ctx.counts,

@@ -7,7 +7,20 @@
 
 import assert from "node:assert/strict";
 import { fingerprintDiff, mountsBelow } from "../_testing.ts";
-import { sessionWorld, viewPrint } from "./_session_testing.ts";
+import { type SessionWorld, sessionWorld, viewPrint } from "./_session_testing.ts";
+import { Dir } from "../fd/dir.ts";
+import { INDEX, LayersDir, releaseIndexCache } from "../layers/layers_dir.ts";
+import { DELTA_VERSION, encodeIndex } from "../layers/index_codec.ts";
+import {
+  F_MODE,
+  type IndexNode,
+  isZero,
+  KIND_DIR,
+  KIND_SYMLINK,
+  kindOf,
+  STRIDE,
+} from "../layers/layer_index.ts";
+import { hexOf } from "../git/tree_id.ts";
 import type {
   OpCapturedReply,
   OpPreparedReply,
@@ -104,6 +117,57 @@ function randomCommand(rnd: () => number, dir: string): string {
   }
 }
 
+/** The index's entries as `git ls-tree -r -t` prints them (a tree with no files is not Git's). */
+function lsIndex(node: IndexNode, prefix = "", out: string[] = []): string[] {
+  for (let i = 0; i < node.names.length; i++) {
+    const path = prefix + (node.names[i] as string);
+    const mode = node.st[i * STRIDE + F_MODE] as number;
+    const oid = node.oids.subarray(i * 20, i * 20 + 20);
+    if (kindOf(mode) === KIND_DIR) {
+      if (isZero(oid)) continue;
+      out.push(`040000 tree ${hexOf(oid)}\t${path}`);
+      lsIndex(node.kids[i] as IndexNode, `${path}/`, out);
+    } else {
+      const m = kindOf(mode) === KIND_SYMLINK
+        ? "120000"
+        : (mode & 0o100) !== 0
+        ? "100755"
+        : "100644";
+      out.push(`${m} blob ${hexOf(oid)}\t${path}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The top layer of `layers` holds a delta index, and the merged index derived
+ * from the deltas on disk (no cached index) is byte for byte the one the
+ * service kept in memory at the seal, and entry for entry Git's tree `rootId`.
+ */
+async function checkDerived(
+  w: SessionWorld,
+  layers: readonly string[],
+  rootId: string,
+  where: string,
+) {
+  using root = Dir.openAbsolute(w.root);
+  using marsh = root.openDir(".marsh");
+  using store = LayersDir.open(marsh);
+  const metas = store.explicitStack(layers);
+  const top = layers[layers.length - 1] as string;
+  {
+    using wrapper = store.openWrapper(top);
+    const bytes = wrapper.readFileIfExists(INDEX, 1 << 30) as Uint8Array;
+    assert.equal(new DataView(bytes.buffer).getUint32(4, true), DELTA_VERSION, where);
+  }
+  const kept = store.loadIndex(metas);
+  releaseIndexCache();
+  const derived = store.loadIndex(metas);
+  assert.notEqual(derived, kept, where);
+  assert.deepEqual(encodeIndex(derived), encodeIndex(kept), where);
+  assert.deepEqual(lsIndex(derived.root), await w.lsTree(rootId), where);
+}
+
 Deno.test("op-capture: random operation sequences stack layer on layer, each root id Git's own", async () => {
   const seed = Number(Deno.env.get("MARSH_SEED") ?? Math.floor(Math.random() * 2 ** 31));
   console.log(`MARSH_SEED=${seed}`);
@@ -156,6 +220,8 @@ Deno.test("op-capture: random operation sequences stack layer on layer, each roo
       const got = viewPrint(view);
       const emptyDirsOnly = fingerprintDiff(printed, got);
       assert.deepEqual(emptyDirsOnly, [], where);
+      // The next operation's capture then derives the head's index from disk again.
+      await checkDerived(w, layers, rootId, where);
     } else {
       assert.equal(cap.rootId, rootId, where);
     }

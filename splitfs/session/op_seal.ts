@@ -139,6 +139,7 @@ export function sealOp(
     chain: SESSION_CHAIN,
     parent: head.top,
     index: capture.index,
+    base: capture.base,
     rootId,
     counts: capture.counts,
   });

@@ -3,7 +3,12 @@ import { mountsBelow } from "../_testing.ts";
 import { Dir } from "../fd/dir.ts";
 import { collectLayers } from "../workspace/split_gc.ts";
 import { keptCaptureHits } from "./capture_cache.ts";
-import { changedReply, type SessionWorld, sessionWorld } from "./_session_testing.ts";
+import {
+  changedReply,
+  sealOneOp as op,
+  type SessionWorld,
+  sessionWorld,
+} from "./_session_testing.ts";
 import type {
   LayerCheckedReply,
   OpCapturedReply,
@@ -13,43 +18,6 @@ import type {
   ViewMountedReply,
 } from "../../protocol/splitfs_session.ts";
 import { MAX_SESSION_LAYERS } from "../../protocol/splitfs_session.ts";
-
-/** Runs `script` as one op on `layers` and seals it; returns the new stack and root. */
-async function op(
-  w: SessionWorld,
-  name: string,
-  id: string,
-  head: { layers: readonly string[]; rootId: string },
-  script: string,
-): Promise<{ layers: string[]; rootId: string; layer: string }> {
-  const at = { root: w.root, name };
-  const prep = await w.call<OpPreparedReply>({
-    t: "op-prepare",
-    ...at,
-    op: id,
-    layers: head.layers,
-  });
-  await w.sh(prep.merged, script);
-  const cap = changedReply(
-    await w.call<OpCapturedReply>({
-      t: "op-capture",
-      ...at,
-      op: id,
-      layers: head.layers,
-      rootId: head.rootId,
-    }),
-  );
-  const sealed = await w.call<OpSealedReply>({
-    t: "op-seal",
-    ...at,
-    op: id,
-    layer: cap.layer,
-    rootId: cap.rootId,
-    layers: head.layers,
-  });
-  await w.call({ t: "op-drop", ...at, op: id });
-  return { layers: [...sealed.layers], rootId: cap.rootId, layer: cap.layer };
-}
 
 async function open(w: SessionWorld, name = "s"): Promise<SessionOpenedReply> {
   return await w.call<SessionOpenedReply>({

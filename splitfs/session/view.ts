@@ -24,7 +24,7 @@ import type { Dir } from "../fd/dir.ts";
 import { AT, cstr, describeErrno, E, errno, FsError, libc, UMOUNT } from "../fd/ffi.ts";
 import { MountError, mountReadOnly } from "../fork/overlay.ts";
 import { findMount, readMounts } from "../fd/mountinfo.ts";
-import type { LayerStore } from "../layers/layers.ts";
+import type { LayerMeta, LayerStore } from "../layers/layers.ts";
 import { mountsAt, NEXT_VIEW, type SessionPlace, unmountUnder, writePin } from "./session_dir.ts";
 import { VIEW_DIR } from "../../model/checkpoint.ts";
 import { PHASE } from "./session_phases.ts";
@@ -70,7 +70,9 @@ export function openLowers(store: LayerStore, layers: readonly string[], readOnl
 export function mountView(place: SessionPlace, layers: readonly string[]): MountedView {
   let t = phaseStart();
   const store = place.store();
-  const stack = store.stackOf(layers);
+  // A mount needs no index: only the metas (the root id is the top's).
+  const metas = store.stackMetasOf(layers);
+  const topMeta = metas[metas.length - 1] as LayerMeta;
   phaseEnd(PHASE.stack, t);
   const mode = place.mode();
   const viewPath = `${place.path}/${VIEW_DIR}`;
@@ -81,7 +83,7 @@ export function mountView(place: SessionPlace, layers: readonly string[]): Mount
   if (last !== undefined && last.layers === key) {
     const top = mountsAt(viewPath).at(-1);
     if (top !== undefined && top.id === last.mountId) {
-      return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
+      return { view: viewPath, rootId: topMeta.rootId, class: "virtual" };
     }
   }
   shown.delete(viewPath);
@@ -99,7 +101,7 @@ export function mountView(place: SessionPlace, layers: readonly string[]): Mount
       using target = place.dir.openDir(VIEW_DIR);
       const record = mountReadOnly(mode, lowers, target);
       shown.set(viewPath, { layers: key, mountId: record.mountId });
-      return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
+      return { view: viewPath, rootId: topMeta.rootId, class: "virtual" };
     }
     // A leftover of an interrupted remount goes first.
     if (mountsAt(`${place.path}/${NEXT_VIEW}`).length > 0) {
@@ -117,7 +119,7 @@ export function mountView(place: SessionPlace, layers: readonly string[]): Mount
     place.dir.rmdir(NEXT_VIEW);
     shown.set(viewPath, { layers: key, mountId: record.mountId });
     phaseEnd(PHASE.viewReplace, t);
-    return { view: viewPath, rootId: stack.top.rootId, class: "virtual" };
+    return { view: viewPath, rootId: topMeta.rootId, class: "virtual" };
   } finally {
     for (const d of lowers) d.close();
   }

@@ -24,11 +24,12 @@
  */
 
 import type { Command } from "commander";
-import { type CliContext, errorLine, runCli } from "../client/cli_program.ts";
+import { type CliContext, errorLine, io, runCli } from "../client/cli_program.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
 import { registerJobsList } from "../client/jobs_command.ts";
 import { isLinkName } from "../model/kit_name.ts";
 import { CAP_FILES, CAP_TARGET, type JobJson } from "../protocol/job_capability.ts";
+import { offeringIo } from "./env_offer.ts";
 
 /** Where `job.json` is, instead of `/run/marsh`, for tests outside a container. */
 export const CAP_DIR_ENV = "MARSH_CAP_DIR";
@@ -89,9 +90,13 @@ export function parseJobJson(text: string): JobView {
   };
 }
 
+/** Where `job.json` is: `MARSH_CAP_DIR`'s, else `/run/marsh`'s. */
+function jobJsonPath(): string {
+  return `${Deno.env.get(CAP_DIR_ENV) || CAP_TARGET}/${CAP_FILES.jobJson}`;
+}
+
 function readJobJson(): JobView {
-  const dir = Deno.env.get(CAP_DIR_ENV) || CAP_TARGET;
-  const path = `${dir}/${CAP_FILES.jobJson}`;
+  const path = jobJsonPath();
   let text: string;
   try {
     text = Deno.readTextFileSync(path);
@@ -181,7 +186,10 @@ export async function jobMain(argv: readonly string[]): Promise<number> {
   Deno.env.set(JOB_SOCK_ENV, job.socket);
   if (job.path !== "" && !hasPath(Deno.env.get("PATH"))) Deno.env.set("PATH", job.path);
   const args = argv.slice(1);
-  if (name === MARSH_LINK) return await runCli(args, registerJobCommands);
+  if (name === MARSH_LINK) {
+    // What the job's splits offer their children (docs/rules.md, "Environment forwarding").
+    return await runCli(args, registerJobCommands, offeringIo(io, jobJsonPath()));
+  }
   if (!job.registered.includes(name)) {
     errorLine(`marsh: ${name} is not a registered command`);
     return NOT_REGISTERED;

@@ -47,6 +47,7 @@ import {
   serviceLink,
   writeChildren,
 } from "./children.ts";
+import { makeEnvKey } from "./env_key.ts";
 import { JobClientBundle } from "./job_capability.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
@@ -262,6 +263,7 @@ async function main(): Promise<number> {
     shellView,
     jobClient: new JobClientBundle(home, denoPath()),
     deno: denoPath(),
+    envKey: makeEnvKey(home),
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();

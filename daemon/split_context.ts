@@ -58,6 +58,8 @@ export interface SplitDeps {
   readonly jobClient: { ensure(): Promise<string> };
   /** The host's Deno executable, bound at `/run/marsh/deno`. */
   readonly deno: string;
+  /** This daemon's key for `job.json`'s environment digests (`daemon/env_key.ts`). */
+  readonly envKey: Uint8Array;
   /**
    * Why argv branches cannot run in this daemon (the worker has no engine:
    * `DOCKER_HOST` could not be used), or absent when they can.

@@ -14,7 +14,8 @@ import { containerOf, lostProof } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
-import { isReservedEnvName } from "../model/env_name.ts";
+import { Buffer } from "node:buffer";
+import { type EnvSource, forwardedEnv } from "./job_env_forward.ts";
 import { stoppedState } from "./branch_controls.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
@@ -41,7 +42,7 @@ export async function launchKit(
   live: LiveSplit,
   split: SplitRecord,
   b: LiveBranch,
-  callerEnv: Readonly<Record<string, string>>,
+  envSource: EnvSource,
   spool: string | null,
 ): Promise<void> {
   const { journal, worker, log, settings, sockets } = cx.d;
@@ -72,22 +73,21 @@ export async function launchKit(
   if (!(await admit(cx, live, b))) return;
   const attempt = newAttempt(cx, live, b);
   const { dir } = attempt;
-  const env: Record<string, string> = {};
-  for (const name of kit.env) {
-    const value = callerEnv[name];
-    if (value !== undefined) env[name] = value;
+  // What the job receives (docs/rules.md, "Environment forwarding").
+  const { env, dropped } = forwardedEnv(cx.d.envKey, envSource, kit.env);
+  if (dropped.length > 0) {
+    log.info(
+      `split ${live.id}/${label}: job ${jobId}: offered variables not forwarded: ${
+        dropped.map((d) => `${d.name} (${d.why})`).join(", ")
+      }`,
+    );
   }
   // The job's capability (docs/kits.md, "The job capability: how `/run/marsh` is made"): its socket
   // and its /run/marsh. A failed setup fails the attempt; a job never runs without one.
   let cap: KitCap;
   try {
     const client = await cx.d.jobClient.ensure();
-    const base = jobJsonBase(
-      jobId,
-      kit.name,
-      journal.listKits().map((k) => k.name),
-      Object.keys(env).filter((name) => !isReservedEnvName(name)),
-    );
+    const base = jobJsonBase(jobId, kit.name, journal.listKits().map((k) => k.name));
     writeCapDir(`${dir}/run`, base);
     b.socket = sockets.openJob({
       kind: "job",
@@ -98,7 +98,14 @@ export async function launchKit(
       session: live.session,
       fork: b.fork,
     });
-    cap = { dir: `${dir}/run`, socket: b.socket, deno: cx.d.deno, client, job: base };
+    cap = {
+      dir: `${dir}/run`,
+      socket: b.socket,
+      deno: cx.d.deno,
+      client,
+      job: base,
+      envKey: Buffer.from(cx.d.envKey).toString("hex"),
+    };
   } catch (error) {
     if (b.socket) sockets.close(b.socket);
     b.socket = null;

@@ -21,6 +21,7 @@ import { registerKitsCommands } from "./client/kits_command.ts";
 import { gcAllCommand } from "./client/gc_all_command.ts";
 import { gcCommand } from "./client/gc_command.ts";
 import { registerJobsCommands } from "./client/jobs_command.ts";
+import { registerRunCommand } from "./client/run_command.ts";
 import { registerCheckpointCommands } from "./client/checkpoint_commands.ts";
 import { registerSessionCommands } from "./client/session_commands.ts";
 import { registerCheckoutCommand } from "./client/checkout_command.ts";
@@ -116,6 +117,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   registerEngineCommands(program, ctx);
   registerKitsCommands(program, ctx);
   registerJobsCommands(program, ctx);
+  registerRunCommand(program, ctx);
   registerCheckpointCommands(program, ctx);
   registerSessionCommands(program, ctx);
   registerCheckoutCommand(program, ctx);

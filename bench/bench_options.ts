@@ -18,7 +18,8 @@ export const USAGE =
   "\n       deno task bench --cli [--cli-runs=21] [--json]" +
   "\n       deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]" +
   "\n       deno task bench --checkpoints [--sizes=10000,100000] [--runs=30] " +
-  "[--serial=1,10,100] [--seed=N] [--json]";
+  "[--serial=1,10,100] [--seed=N] [--json]" +
+  "\n       deno task bench --tree [--runs=10] [--json]";
 const DEFAULT_SIZES = [1_000, 10_000, 100_000];
 /** The fork policies the per-size tables compare, in column order. */
 export const POLICIES: readonly ForkPolicy[] = ["auto", "copy"];
@@ -69,6 +70,8 @@ export interface Options {
   readonly checkpoints: boolean;
   /** Their serial series' counts. */
   readonly serial: readonly number[];
+  /** Only `marsh run` against `docker run --rm` (bench/tree.ts). */
+  readonly tree: boolean;
 }
 
 /** The checkpoint tables' sizes without --sizes. */
@@ -130,6 +133,7 @@ export function parseOptions(args: readonly string[]): Options {
         resolve: { type: "boolean" },
         checkpoints: { type: "boolean" },
         serial: { type: "string" },
+        tree: { type: "boolean" },
       },
     }));
   } catch (err) {
@@ -162,6 +166,7 @@ export function parseOptions(args: readonly string[]): Options {
     serial: values.serial === undefined
       ? CHECKPOINT_SERIAL
       : intList("serial", values.serial).sort((a, b) => a - b),
+    tree: values.tree ?? false,
   };
 }
 

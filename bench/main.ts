@@ -32,6 +32,7 @@
  * deno task bench --cli [--cli-runs=21] [--json]
  * deno task bench --resolve [--sizes=10000,100000] [--runs=11] [--seed=N] [--json]
  * deno task bench --checkpoints [--sizes=10000,100000] [--runs=30] [--serial=1,10,100] [--json]
+ * deno task bench --tree [--runs=10] [--json]
  * ```
  *
  * `--checkpoints` prints only the checkpoint sessions' figures (issue 14 §5,
@@ -52,6 +53,8 @@ import { type CliTree, measureResolveCli, renderResolveCli } from "./resolve_cli
 import { measureBaselines } from "./baselines.ts";
 import { type Breakdown, measureBreakdown, renderBreakdown } from "./breakdown_snapshot.ts";
 import { runCheckpoints } from "./checkpoints_main.ts";
+import { measureTree, renderTree, TREE_RUNS } from "./tree.ts";
+import { measureTreeJournal, renderTreeJournal } from "./tree_journal.ts";
 import {
   CHECKPOINT_RUNS,
   CHECKPOINT_SIZES,
@@ -375,6 +378,17 @@ if (import.meta.main) {
     const deno = Deno.env.get("MARSH_DENO") ?? Deno.execPath();
     const result = await runCliBench(deno, options.cliRuns, (l) => console.error(l));
     console.log(options.json ? JSON.stringify(result, null, 2) : renderCliBench(result));
+  } else if (options.tree) {
+    const result = await measureTree({
+      runs: options.runs ?? TREE_RUNS,
+      log: (l) => console.error(`bench: ${l}`),
+    });
+    const journal = measureTreeJournal();
+    console.log(
+      options.json
+        ? JSON.stringify({ ...result, journal }, null, 2)
+        : `${renderTree(result)}\n\n${renderTreeJournal(journal)}`,
+    );
   } else if (options.checkpoints) {
     await runCheckpoints({
       sizes: options.sizesGiven ? options.sizes : CHECKPOINT_SIZES,

@@ -41,7 +41,28 @@ export type Authority =
     readonly session: string;
     /** The job's fork on the host (also its path inside the container). */
     readonly fork: string;
+    /**
+     * The job's mounts, which a child it starts gets verbatim (docs/rules.md
+     * "Running a registered command as a job"); absent for a job recorded
+     * before they were kept here: its split's branch gives them.
+     */
+    readonly view?: KitView;
   };
+
+/**
+ * What of the host a Kit job sees (docs/rules.md "Running a registered
+ * command as a job"): `root` read-write at its own path, its Git admin dir
+ * and object dirs, and paths inside `root` bound read-only over it.
+ */
+export interface KitView {
+  /** The fork (or, for a host `marsh run`, the project) at its own path. */
+  readonly root: string;
+  /** `<split>/.admin/<label>` for a fork of a Git project, else null. */
+  readonly admin: string | null;
+  readonly objectDirs: readonly string[];
+  /** Bound read-only where they exist (a host project's `.git` and `.marsh`). */
+  readonly readOnly: readonly string[];
+}
 
 /** Frames waiting to be written before a slow reader is disconnected. */
 const MAX_QUEUED = 64;

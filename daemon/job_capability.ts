@@ -33,19 +33,24 @@ import {
 /** `job.json` as the daemon knows it: the worker adds `path`, `env` and `forwarded`. */
 export type { JobJsonBase };
 
-/** The job's `job.json` fields the daemon decides. */
+/**
+ * The job's `job.json` fields the daemon decides. `spawn` is the job's
+ * recorded spawn set (its lineage's); absent, every registered name
+ * (cross-Kit spawning is allowed by default, docs/rules.md "Spawn sets").
+ */
 export function jobJsonBase(
   job: string,
   name: string,
   registered: readonly string[],
+  spawn?: readonly string[],
 ): JobJsonBase {
   const names = [...new Set(registered)].filter((n) => isLinkName(n) && n !== "marsh").sort();
   return {
     version: 1,
     job,
     name,
-    // Cross-Kit spawning is allowed by default (docs/rules.md "Kit jobs"); nothing narrows it yet.
-    spawn: names,
+    // Only names that have a link: a set recorded before a `kits rm` keeps no dangling name.
+    spawn: spawn === undefined ? names : names.filter((n) => spawn.includes(n)),
     registered: names,
     socket: CAP_SOCKET,
     // The job tree's limits (docs/rules.md "Admission"), not a split's.
@@ -90,8 +95,8 @@ ${base.limits.pool} running at once.
   you made into your fork, all or nothing; \`marsh undo\` takes it back.
   You can never merge into, promote over or discard the split you run in:
   only whoever started you can.
-- Registered commands: ${spawn}. Running one directly as a child job is not
-  available yet; use an argv branch.
+- Registered commands you may start: ${spawn}. Run one as a child job by
+  its name (\`NAME ARGS...\`) or \`marsh run NAME ARGS...\`; it sees what you see.
 - No network unless your Kit allows it; no other project files.
 
 ## When not to split

@@ -49,6 +49,10 @@ import {
 } from "./children.ts";
 import { makeEnvKey } from "./env_key.ts";
 import { JobClientBundle } from "./job_capability.ts";
+import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
+import type { AdmissionConfig } from "../model/job_admission.ts";
+import { ProcessRuns } from "./process_run.ts";
+import { BranchRuns } from "./branch_links.ts";
 import { Housekeeping } from "./housekeeping.ts";
 import { KitJobs } from "./jobs.ts";
 import { KitRegistry } from "./kits.ts";
@@ -188,6 +192,15 @@ async function main(): Promise<number> {
     log.close();
     return 2;
   }
+  let admission: AdmissionConfig;
+  try {
+    // Read once: a changed MARSH_TREE_KIT_VMS or MARSH_JOB_WALL_SECONDS takes a restart.
+    admission = readAdmissionConfig((n) => Deno.env.get(n));
+  } catch (error) {
+    log.info(`marshd: ${error instanceof Error ? error.message : error}`);
+    log.close();
+    return 2;
+  }
   const journal = Journal.open(`${home}/${JOURNAL_NAME}`);
 
   // The engine argv branches run on: the one the CLI user who started this
@@ -251,6 +264,11 @@ async function main(): Promise<number> {
   });
   // Uncertain jobs of the last daemon keep their slots until `marsh workers reset`.
   jobs.adopt(report);
+  // One bundle of the in-job client for every Kit launch, split branch or `marsh run`.
+  const jobClient = new JobClientBundle(home, denoPath());
+  // The environment digests' key, once per daemon (docs/rules.md "Environment forwarding").
+  const envKey = makeEnvKey(home);
+  const branchRuns = new BranchRuns();
   const splits = new Splits({
     journal,
     splitfs,
@@ -261,9 +279,10 @@ async function main(): Promise<number> {
     home,
     settings,
     shellView,
-    jobClient: new JobClientBundle(home, denoPath()),
+    jobClient,
     deno: denoPath(),
-    envKey: makeEnvKey(home),
+    envKey,
+    branchRuns,
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
   const startedMs = Date.now();
@@ -348,6 +367,23 @@ async function main(): Promise<number> {
   // Before any request: operations a crash left live are settled, views remounted.
   await sessions.recover();
   server.attachSessions(sessions);
+  server.attachProcesses(
+    new ProcessRuns({
+      journal,
+      admitter: new JobAdmitter(journal, admission),
+      worker,
+      sockets: server,
+      jobClient,
+      deno: denoPath(),
+      envKey,
+      home,
+      graceMs: settings.graceMs,
+      log,
+      locate: (cwd) => splitfs.request<LocatedReply>({ v: 1, t: "locate", cwd }),
+      branchRuns,
+      ...(engineProblem === undefined ? {} : { engineProblem }),
+    }),
+  );
   server.listenHost(socket);
   splits.adoptAwaiting();
   Deno.writeTextFileSync(`${home}/${PID_NAME}`, `${Deno.pid}\n`, { mode: 0o600 });

@@ -28,6 +28,7 @@ import type { KitJobs } from "./jobs.ts";
 import type { KitRegistry } from "./kits.ts";
 import type { Log } from "./log.ts";
 import type { Resolutions } from "./resolutions.ts";
+import type { ProcessRuns } from "./process_run.ts";
 import type { Sessions } from "./sessions.ts";
 import { RequestError } from "./request_error.ts";
 import type { BranchSockets, Splits } from "./splits.ts";
@@ -109,6 +110,7 @@ export class Server implements BranchSockets {
   #resolutions: Resolutions | null = null;
   #checkpoints: CheckpointDeps | null = null;
   #sessions: Sessions | null = null;
+  #runs: ProcessRuns | null = null;
   readonly #conns = new Set<Conn>();
 
   constructor(home: string, log: Log) {
@@ -159,6 +161,11 @@ export class Server implements BranchSockets {
   /** Wires `marsh session`, `sessions`, `op`, `log`, `rollback` and `fork`. */
   attachSessions(sessions: Sessions): void {
     this.#sessions = sessions;
+  }
+
+  /** Wires `process.run` (`marsh run`, a job's link in its child case). */
+  attachProcesses(runs: ProcessRuns): void {
+    this.#runs = runs;
   }
 
   #resolver(): Resolutions {
@@ -314,7 +321,7 @@ export class Server implements BranchSockets {
     const splits = this.#splits!, hooks = this.#hooks!;
     if (
       conn.authority.kind === "job" && frame.t !== "split.create" && frame.t !== "split.join" &&
-      frame.t !== "splits.logs" && frame.t !== "jobs.list" &&
+      frame.t !== "splits.logs" && frame.t !== "jobs.list" && frame.t !== "process.run" &&
       // A job may resolve only a split it made: the verbs check the creator.
       !RESOLVE_CLIENT_FRAMES.has(frame.t) && frame.t !== "resolve.compare" &&
       frame.t !== "split.discard"
@@ -431,6 +438,11 @@ export class Server implements BranchSockets {
         return await showCheckpoint(this.#checkpointDeps(), conn, frame);
       case "checkout":
         return await this.#resolver().serveCheckout(conn, frame);
+      case "process.run":
+        if (this.#runs === null) {
+          throw new RequestError(125, "marsh run is not available in this daemon");
+        }
+        return await this.#runs.run(conn, frame);
       case "resolve.merge":
       case "resolve.promote":
       case "resolve.choose":

@@ -65,6 +65,8 @@ export interface SplitDeps {
    * `DOCKER_HOST` could not be used), or absent when they can.
    */
   readonly engineProblem?: string;
+  /** The `marsh run` jobs shell branches started: a branch's capture waits for them. */
+  readonly branchRuns?: { settled(split: string, label: string): Promise<void> };
 }
 
 /** A branch of a split this daemon runs. */

@@ -11,6 +11,7 @@ import { lostProof, started } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { ATTEMPTS_DIR } from "../protocol/control_dir.ts";
 import { timeLimitStatus } from "./branch_controls.ts";
+import { withBranchLinks } from "./branch_links.ts";
 import { heldByUncertainJobs } from "./jobs.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import { shellPlace } from "./shell_view.ts";
@@ -131,7 +132,8 @@ export async function launchShell(
     attempt: attempt.id,
     script: (b.spec as { script: string }).script,
     ...place,
-    env,
+    // Registered names run as Kit jobs of this branch (docs/rules.md "Links").
+    env: withBranchLinks(dir, journal.listKits().map((k) => k.name), cx.d.deno, env),
     socket: b.socket,
     stdin: spool,
     stdout: `${dir}/stdout`,

@@ -14,10 +14,9 @@ import { containerOf, lostProof } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
-import { Buffer } from "node:buffer";
 import { type EnvSource, forwardedEnv } from "./job_env_forward.ts";
 import { stoppedState } from "./branch_controls.ts";
-import { jobJsonBase, writeCapDir } from "./job_capability.ts";
+import { openJobCap } from "./kit_job_cap.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
 import { admit, newAttempt, settle } from "./split_launch.ts";
@@ -84,28 +83,37 @@ export async function launchKit(
   }
   // The job's capability (docs/kits.md, "The job capability: how `/run/marsh` is made"): its socket
   // and its /run/marsh. A failed setup fails the attempt; a job never runs without one.
+  const git = journal.getSplit(live.id)?.git ?? null;
+  const view = {
+    root: b.fork,
+    admin: git === null ? null : `${split.dir}/.admin/${label}`,
+    objectDirs: git?.objects ?? [],
+    readOnly: [],
+  };
   let cap: KitCap;
   try {
-    const client = await cx.d.jobClient.ensure();
-    const base = jobJsonBase(jobId, kit.name, journal.listKits().map((k) => k.name));
-    writeCapDir(`${dir}/run`, base);
-    b.socket = sockets.openJob({
-      kind: "job",
-      job: jobId,
-      attempt: attempt.id,
-      split: live.id,
-      label,
-      session: live.session,
-      fork: b.fork,
-    });
-    cap = {
-      dir: `${dir}/run`,
-      socket: b.socket,
+    const opened = await openJobCap({
+      jobClient: cx.d.jobClient,
       deno: cx.d.deno,
-      client,
-      job: base,
-      envKey: Buffer.from(cx.d.envKey).toString("hex"),
-    };
+      sockets,
+      registered: () => journal.listKits().map((k) => k.name),
+      envKey: cx.d.envKey,
+    }, {
+      dir,
+      name: kit.name,
+      authority: {
+        kind: "job",
+        job: jobId,
+        attempt: attempt.id,
+        split: live.id,
+        label,
+        session: live.session,
+        fork: b.fork,
+        view,
+      },
+    });
+    b.socket = opened.socket;
+    cap = opened.cap;
   } catch (error) {
     if (b.socket) sockets.close(b.socket);
     b.socket = null;
@@ -137,7 +145,6 @@ export async function launchKit(
     });
   });
   b.move({ kind: "launching", attempt });
-  const git = journal.getSplit(live.id)?.git ?? null;
   const argv = (b.spec as { argv: readonly string[] }).argv;
   await worker.kitLaunch(
     {
@@ -159,8 +166,8 @@ export async function launchKit(
       env,
       fork: b.fork,
       cwd: split.cwd === "" ? b.fork : `${b.fork}/${split.cwd}`,
-      admin: git === null ? null : `${split.dir}/.admin/${label}`,
-      objectDirs: git?.objects ?? [],
+      admin: view.admin,
+      objectDirs: view.objectDirs,
       stdin: spool,
       stdout: `${dir}/stdout`,
       stderr: `${dir}/stderr`,

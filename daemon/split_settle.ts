@@ -114,6 +114,8 @@ export async function settled(
   b.move({ kind: "settling", attempt, container, exit, wall, outputBytes });
   cx.controls.ended(live.id, label);
   revoke(cx, live, b);
+  // The Kit jobs the branch started write its fork until their containers are gone.
+  await cx.d.branchRuns?.settled(live.id, label);
   const outputs = { stdout: `${dir}/stdout`, stderr: `${dir}/stderr` };
   checkOutput(cx, live);
   let state: "captured" | "rejected" | "failed" | "cancelled";

@@ -12,10 +12,10 @@
  * job's capability socket, whose connections carry the job's authority: the
  * daemon decides what this job may do, the client is no boundary.
  *
- * - `--link=marsh ARGS`: the job's `marsh` (`split`, `join`, `splits`, `jobs`).
+ * - `--link=marsh ARGS`: the job's `marsh` (`split`, `join`, `splits`, `jobs`, `run`).
  * - `--link=NAME ARGS` for a registered Kit name (the link's child case):
- *   checked against `job.json`'s `registered` and `spawn`; running it as a
- *   child job (`ProcessRun`) is not supported yet.
+ *   checked against `job.json`'s `registered` and `spawn`, then run as a
+ *   child job of this one (`process.run`), its stdio and exit status relayed.
  *
  * `MARSH_CAP_DIR` (tests outside a container) replaces `/run/marsh` as the
  * place of `job.json`; the socket is always `job.json`'s.
@@ -24,7 +24,10 @@
  */
 
 import type { Command } from "commander";
-import { type CliContext, errorLine, io, runCli } from "../client/cli_program.ts";
+import { type CliContext, errorLine, io, runCli, signals } from "../client/cli_program.ts";
+import { CliError } from "../client/cli_error.ts";
+import { registerRunCommand, runCommand } from "../client/run_command.ts";
+import { spawnRefusal } from "../model/job_spawn.ts";
 import { JOB_SOCK_ENV } from "../client/daemon_connect.ts";
 import { registerJobsList } from "../client/jobs_command.ts";
 import { isLinkName } from "../model/kit_name.ts";
@@ -140,6 +143,7 @@ export function registerJobCommands(program: Command, ctx: CliContext): void {
     "List the Kit jobs this job may see, with their state and exit.",
     JOBS_HELP,
   );
+  registerRunCommand(program, ctx);
 }
 
 /**
@@ -195,13 +199,28 @@ export async function jobMain(argv: readonly string[]): Promise<number> {
     return NOT_REGISTERED;
   }
   if (!job.spawn.includes(name)) {
-    errorLine(`marsh: spawn refused: ${name} not in this job's spawn set (MARSH_SPAWN)`);
+    // The daemon decides the same from the job's record; refusing here costs no request.
+    errorLine(`marsh: ${spawnRefusal(name)}`);
     return REFUSED;
   }
-  errorLine(
-    `marsh: ${name}: running a registered command as a child job is not supported yet; run it as an argv branch: marsh split ::: LABEL ${name} ARGS... | marsh join`,
-  );
-  return REFUSED;
+  // The child case (docs/rules.md "Links"): the name runs as a child job of this one.
+  return await runLink(name, args);
+}
+
+/** A registered name as a child job (`process.run`, via `link`): its stdio and exit are ours. */
+async function runLink(name: string, args: readonly string[]): Promise<number> {
+  try {
+    // It offers the job's environment (docs/rules.md, "Environment forwarding").
+    return await runCommand(
+      { name, args, noSpawn: false, via: "link" },
+      offeringIo(io, jobJsonPath()),
+      signals,
+    );
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error;
+    errorLine(error.message);
+    return error.code;
+  }
 }
 
 if (import.meta.main) {

@@ -272,13 +272,58 @@ Deno.test(
       r.stderr,
       "marsh: spawn refused: claude not in this job's spawn set (MARSH_SPAWN)\n",
     );
-    r = await job(["--link=fixture", "true"], cap);
-    assert.equal(r.code, 126);
-    assert.equal(
-      r.stderr,
-      "marsh: fixture: running a registered command as a child job is not supported yet; run it as an argv branch: marsh split ::: LABEL fixture ARGS... | marsh join\n",
+  },
+);
+
+Deno.test(
+  { name: "the child case runs the name as a child job: process.run, stdio and exit", permissions },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "process.started", job: "CHILD", warnings: [] });
+      const stdin = await conn.expect("process.stdin");
+      await conn.expect("process.stdin.end");
+      const out = (stream: "stdout" | "stderr", text: string) =>
+        conn.send({ v: 1, t: "process.out", stream, data: btoa(text) });
+      await out("stdout", "child out\n");
+      await out("stderr", "child err\n");
+      await conn.send({
+        v: 1,
+        t: "process.exit",
+        job: "CHILD",
+        code: 7,
+        signal: null,
+        status: 7,
+        cause: null,
+      });
+      await conn.ended;
+      return { run, stdin: atob(stdin.data) };
+    })();
+    const r = await job(["--link=fixture", "sh", "-c", "x"], cap, {}, "to the child\n");
+    const { run, stdin } = await serve;
+    assert.deepEqual([r.code, r.stdout, r.stderr], [7, "child out\n", "child err\n"]);
+    assert.deepEqual(
+      [run.name, run.args, run.via, run.tty, run.spawn],
+      ["fixture", ["sh", "-c", "x"], "link", false, {}],
     );
-    assert.equal(r.stdout, "");
+    assert.equal(stdin, "to the child\n");
+    // A refusal is the daemon's status and message, with the CLI's prefix.
+    const refuse = (async () => {
+      const conn = await daemon.accept();
+      await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message: "fan-out limit 4" });
+      await conn.ended;
+    })();
+    const refused = await job(["--link=fixture", "true"], cap);
+    await refuse;
+    assert.deepEqual([refused.code, refused.stdout, refused.stderr], [
+      125,
+      "",
+      "marsh: fan-out limit 4\n",
+    ]);
   },
 );
 
@@ -335,3 +380,105 @@ Deno.test({ name: "marsh help lists the job's commands only", permissions }, asy
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /^marsh: unknown command 'kits'/);
 });
+
+Deno.test(
+  { name: "a link past the job's connection cap retries, then says so exactly (125)", permissions },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    let refused = 0;
+    const serve = (async () => {
+      for (;;) {
+        const conn = await daemon.accept();
+        await conn.send({
+          v: 1,
+          t: "error",
+          code: 125,
+          message: "too many concurrent daemon requests in this job",
+        });
+        await conn.close();
+        if (++refused >= 3) break;
+      }
+      // A slot freed: the next try is served.
+      const conn = await daemon.accept();
+      await conn.expect("process.run");
+      await conn.send({ v: 1, t: "process.started", job: "C", warnings: [] });
+      await conn.send({
+        v: 1,
+        t: "process.exit",
+        job: "C",
+        code: 0,
+        signal: null,
+        status: 0,
+        cause: null,
+      });
+      await conn.ended;
+    })();
+    const ok = await job(["--link=fixture", "true"], cap);
+    await serve;
+    // Then none frees: the refusal stands after the retries.
+    const stop = Promise.withResolvers<null>();
+    const refuse = (async () => {
+      for (;;) {
+        const c = await Promise.race([daemon.accept(), stop.promise]);
+        if (c === null) return;
+        await c.send({
+          v: 1,
+          t: "error",
+          code: 125,
+          message: "too many concurrent daemon requests in this job",
+        });
+        await c.close();
+      }
+    })();
+    assert.deepEqual([ok.code, ok.stderr], [0, ""]);
+    assert.ok(refused >= 3);
+    const t0 = Date.now();
+    const r = await job(["--link=fixture", "true"], cap);
+    assert.deepEqual([r.code, r.stdout, r.stderr], [
+      125,
+      "",
+      "marsh: too many concurrent daemon requests in this job\n",
+    ]);
+    assert.ok(Date.now() - t0 >= 2_000, "retried for a while first");
+    stop.resolve(null);
+    await refuse;
+  },
+);
+
+Deno.test(
+  {
+    name: "a link with a terminal on stdin asks as a TTY child; the refusal is the daemon's",
+    permissions,
+  },
+  async () => {
+    await using cap = await capDir();
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const message =
+      "interactive child jobs are not supported yet: fixture has a terminal on stdin or stdout; run it non-interactively with neither attached, e.g. `fixture ... </dev/null | cat`";
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message });
+      await conn.ended;
+      return run;
+    })();
+    const flags = JOB_CLIENT_FLAGS.map((f) => f.replace(CAP_SOCKET, cap.socket));
+    // `script` gives the client a terminal on stdin and stdout; its stderr stays ours.
+    const line = [Deno.execPath(), "run", ...flags, await bundle(), "--link=fixture", "true"]
+      .map((a) => `'${a}'`).join(" ");
+    const out = await new Deno.Command("script", {
+      args: ["-qec", `${line} 2>${cap.path}/err`, "/dev/null"],
+      cwd: cap.path,
+      clearEnv: true,
+      env: { MARSH_CAP_DIR: cap.path, DENO_NO_UPDATE_CHECK: "1", PATH: "/usr/bin:/bin" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const run = await serve;
+    assert.equal(run.tty, true);
+    assert.equal(out.code, 125);
+    assert.equal(Deno.readTextFileSync(`${cap.path}/err`), `marsh: ${message}\n`);
+  },
+);

@@ -62,6 +62,15 @@ import {
   parseCheckoutClientFrame,
 } from "./daemon_checkout.ts";
 import {
+  parseProcessClientFrame,
+  PROCESS_CLIENT_FRAMES,
+  PROCESS_DAEMON_FRAMES,
+  type ProcessClientFrame,
+  type ProcessDaemonFrame,
+  ProcessFrameError,
+  processReplyOk,
+} from "./process_run.ts";
+import {
   type CompareCancelFrame,
   type CompareReply,
   compareReplyOk,
@@ -254,7 +263,8 @@ export type ClientFrame =
   | CheckpointClientFrame
   | SessionClientFrame
   | CheckoutRequest
-  | CompareCancelFrame;
+  | CompareCancelFrame
+  | ProcessClientFrame;
 
 /** The split was accepted and journaled; its id. */
 export interface AcceptedReply {
@@ -418,6 +428,7 @@ export type DaemonFrame =
   | DiscardedReply
   | CheckpointDaemonFrame
   | SessionDaemonFrame
+  | ProcessDaemonFrame
   | OkReply
   | ErrorReply;
 
@@ -566,6 +577,7 @@ const CLIENT_FAMILIES: readonly {
   { frames: SESSION_CLIENT_FRAMES, parse: parseSessionClientFrame, error: SessionFrameError },
   { frames: CHECKOUT_CLIENT_FRAMES, parse: parseCheckoutClientFrame, error: CheckoutFrameError },
   { frames: RESOLVE_CLIENT_FRAMES, parse: parseResolveClientFrame, error: ResolveFrameError },
+  { frames: PROCESS_CLIENT_FRAMES, parse: parseProcessClientFrame, error: ProcessFrameError },
 ];
 
 /** Validates a frame from a caller. */
@@ -724,6 +736,7 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     ...RESOLVE_DAEMON_FRAMES,
     ...CHECKPOINT_DAEMON_FRAMES,
     ...SESSION_DAEMON_FRAMES,
+    ...PROCESS_DAEMON_FRAMES,
   ];
   if (typeof x.t !== "string" || !known.includes(x.t)) {
     throw new DaemonProtocolError(`unknown frame type: ${JSON.stringify(x.t)}`);
@@ -769,6 +782,9 @@ export function parseDaemonFrame(x: unknown): DaemonFrame {
     throw new DaemonProtocolError("malformed compare frame");
   }
   if (CHECKPOINT_DAEMON_FRAMES.has(x.t) && !checkpointReplyOk(x)) {
+    throw new DaemonProtocolError(`malformed ${x.t} frame`);
+  }
+  if (PROCESS_DAEMON_FRAMES.has(x.t) && !processReplyOk(x)) {
     throw new DaemonProtocolError(`malformed ${x.t} frame`);
   }
   if (SESSION_DAEMON_FRAMES.has(x.t) && !sessionReplyOk(x)) {

@@ -73,6 +73,8 @@ export const DAEMON_ENV: readonly string[] = [
     "MARSH_CANCEL_GRACE_MS",
     "MARSH_TEST_PAUSE_AT",
     "MARSH_FORKS",
+    "MARSH_TREE_KIT_VMS",
+    "MARSH_JOB_WALL_SECONDS",
     ...RUNTIME_ENV,
     ...WORKER_ENV,
   ]),
@@ -132,7 +134,8 @@ export function cliBundleFlags(root: string, dir: string, deno: string): string[
 /**
  * The daemon: the control dir (journal, sockets, spool, attempt files, log),
  * its own socket, the branch and job capability socket slots, the pinned Deno
- * to start its two services, and `unshare` (from `PATH`; Deno resolves it at
+ * to start its two services, `mkfifo` (a `marsh run` job's live stdio, docs/rules.md
+ * "Running a registered command as a job"), and `unshare` (from `PATH`; Deno resolves it at
  * start, and one missing leaves nothing granted) to start the
  * split-filesystem service in a user and mount namespace when the daemon is
  * not root. Of the environment only {@linkcode DAEMON_ENV}, which is all it
@@ -152,7 +155,7 @@ export function daemonFlags(home: string, deno: string, slots: number): string[]
     `--allow-read=${home}`,
     `--allow-write=${home}`,
     `--allow-net=${sockets.join(",")}`,
-    `--allow-run=${deno},unshare`,
+    `--allow-run=${deno},unshare,mkfifo`,
   ];
 }
 

@@ -96,7 +96,23 @@ export interface KitLaunch {
    */
   readonly user: string | null;
   readonly cap: KitCap | null;
+  /**
+   * `files` (the default): `stdout` and `stderr` are new files and `stdin` a
+   * spool file. `fifos`: all three (stdin when not null) are FIFOs the daemon
+   * made and relays live (`marsh run`, docs/rules.md "Running a registered
+   * command as a job"); the worker opens them and creates nothing.
+   */
+  readonly stdio?: "files" | "fifos";
+  /**
+   * Paths inside `fork` bound read-only over it at their own paths, each only
+   * if it exists (a host `marsh run`'s project `.git` and `.marsh`: a job must
+   * not plant hooks the host's Git runs).
+   */
+  readonly readOnly?: readonly string[];
 }
+
+/** Most {@linkcode KitLaunch.readOnly} paths. */
+export const MAX_READ_ONLY = 16;
 
 /**
  * What the worker binds at `/run/marsh` for one attempt
@@ -387,7 +403,26 @@ export function parseKitLaunch(x: unknown): KitLaunch {
     outputLimit: limit,
     user: parseUser(x.user),
     cap: parseCap(x.cap, { job, kit, fork, admin }),
+    ...(x.stdio === undefined ? {} : { stdio: parseStdio(x.stdio) }),
+    ...(x.readOnly === undefined ? {} : { readOnly: parseReadOnly(x.readOnly, fork) }),
   };
+}
+
+function parseStdio(x: unknown): "files" | "fifos" {
+  if (x !== "files" && x !== "fifos") fail('stdio must be "files" or "fifos"');
+  return x;
+}
+
+function parseReadOnly(x: unknown, fork: string): string[] {
+  if (!Array.isArray(x) || x.length > MAX_READ_ONLY) {
+    fail(`readOnly must be an array of at most ${MAX_READ_ONLY} paths`);
+  }
+  return x.map((p) => {
+    if (typeof p !== "string" || !isCleanAbsolute(p) || p === fork || !isWithin(p, fork)) {
+      fail("readOnly must hold clean absolute paths inside the fork");
+    }
+    return p;
+  });
 }
 
 /** A numeric `uid:gid`, each at most 2^32 - 2 (`-1` is no id). */

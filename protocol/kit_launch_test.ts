@@ -252,3 +252,25 @@ Deno.test({
       e.message.includes("cap.job.forwarded is the worker's to set"),
   );
 });
+
+Deno.test("kit launch: live stdio through FIFOs and read-only binds inside the fork", () => {
+  const l = { ...valid(), stdio: "fifos", readOnly: ["/p/.marsh/split/s1/a/.git"] };
+  assert.deepEqual(parseKitLaunch(l), l);
+  // Absent: files, and nothing bound read-only (the launches made before these fields).
+  assert.equal("stdio" in parseKitLaunch(valid()), false);
+  for (
+    const [over, why] of [
+      [{ stdio: "pty" }, /stdio must be "files" or "fifos"/],
+      [{ readOnly: ["/etc"] }, /readOnly must hold clean absolute paths inside the fork/],
+      [{ readOnly: ["/p/.marsh/split/s1/a"] }, /inside the fork/],
+      [{ readOnly: ["/p/.marsh/split/s1/a/../b"] }, /inside the fork/],
+      [{ readOnly: Array(17).fill("/p/.marsh/split/s1/a/x") }, /at most 16 paths/],
+    ] as const
+  ) {
+    assert.throws(
+      () => parseKitLaunch({ ...valid(), ...over }),
+      (e: unknown) => e instanceof KitLaunchProtocolError && why.test(e.message),
+      JSON.stringify(over),
+    );
+  }
+});

@@ -558,7 +558,10 @@ async function openFiles(
       );
     }
   };
-  const create = { write: true, createNew: true, mode: 0o600 };
+  // FIFOs the daemon made and reads (a live `marsh run`): opened, never created.
+  const create = launch.stdio === "fifos"
+    ? { write: true }
+    : { write: true, createNew: true, mode: 0o600 };
   const out = await open(launch.stdout, "stdout", create);
   const err = await open(launch.stderr, "stderr", create);
   const spool = launch.stdin === null ? null : await open(launch.stdin, "stdin", { read: true });

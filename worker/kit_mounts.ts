@@ -106,6 +106,9 @@ export function planMounts(launch: KitLaunch, home: string): KitMount[] {
     objectDirs: launch.objectDirs,
     adminReadOnly: ADMIN_READ_ONLY,
   });
+  for (const p of launch.readOnly ?? []) {
+    mounts.push({ source: p, target: p, readOnly: true, optional: true, role: `read-only ${p}` });
+  }
   const project = mounts.map((m) => m.target);
   const extra: KitMount[] = [
     { source: launch.kit.home, target: home, readOnly: false, optional: false, role: "kit home" },

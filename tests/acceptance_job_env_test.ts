@@ -2,7 +2,8 @@
  * Environment forwarding through a job tree (docs/rules.md, "Environment
  * forwarding") with the real CLI, daemon, worker and engine: the user's
  * exports reach a Kit branch's job and its nested split's job, from the
- * host and from a shell branch; credential-shaped names never reach a job;
+ * host and from a shell branch, and a three-level tree of `marsh run` and a
+ * link's child case; credential-shaped names never reach a job;
  * an image's own `ENV` reaches a child only when the job changed it;
  * `job.json`'s digests are the HMAC of `NAME=VALUE` under the daemon's key,
  * which the test reads from the control dir (`env.key`) and which the
@@ -156,6 +157,23 @@ async function docker(socket: string, args: string[]): Promise<string> {
   return dec.decode(out.stdout).trim();
 }
 
+/** The fixture image plus two `ENV` lines, as a third-party image sets them; its id. */
+async function envImage(w: World): Promise<string> {
+  const made = await docker(w.socket, ["create", w.ref, "true"]);
+  try {
+    return await docker(w.socket, [
+      "commit",
+      "--change",
+      "ENV IMG_KEEP=image-keep",
+      "--change",
+      "ENV IMG_CHANGE=image-change",
+      made,
+    ]);
+  } finally {
+    await docker(w.socket, ["rm", made]);
+  }
+}
+
 Deno.test({
   name:
     "job env: an image's own ENV reaches a child only when the job changed it; a forged digest forwards only the job's own value",
@@ -164,20 +182,7 @@ Deno.test({
   const w = await World.create(undefined, EXPORTS);
   let image: string | null = null;
   try {
-    // The fixture image plus two ENV lines, as a third-party image would set them.
-    const made = await docker(w.socket, ["create", w.ref, "true"]);
-    try {
-      image = await docker(w.socket, [
-        "commit",
-        "--change",
-        "ENV IMG_KEEP=image-keep",
-        "--change",
-        "ENV IMG_CHANGE=image-change",
-        made,
-      ]);
-    } finally {
-      await docker(w.socket, ["rm", made]);
-    }
+    image = await envImage(w);
     const add = await w.sb.marsh([
       "kits",
       "add",
@@ -223,6 +228,67 @@ Deno.test({
     const forged = added(patch, "forge.out");
     assert.match(forged, /rc=0$/, forged);
     assert.equal(added(forged, "f.txt"), "image-keep|unset");
+  } finally {
+    await w[Symbol.asyncDispose]();
+    if (image !== null) await docker(w.socket, ["rmi", "-f", image]);
+  }
+});
+
+Deno.test({
+  name:
+    "job env: through marsh run and a link, three levels: exports and what each job set reach the tree; image ENV only changed; credentials never",
+  permissions,
+}, async () => {
+  const w = await World.create({
+    // Level 1 (envkit, image ENV IMG_KEEP and IMG_CHANGE): changes one, sets one, and a token.
+    "l1.sh": [
+      'echo "1:$FOO|${IMG_KEEP-unset}|${IMG_CHANGE-unset}|${GITHUB_TOKEN-unset}"',
+      'echo "json:$(cat /run/marsh/job.json)"',
+      "export IMG_CHANGE=changed SET1=s1 GITHUB_TOKEN=in-job",
+      // The link's child case: fixture is not on the image's PATH.
+      "fixture sh ./l2.sh",
+      "",
+    ].join("\n"),
+    // Level 2 (fixture's image, no ENV of its own).
+    "l2.sh": [
+      'echo "2:$FOO|${IMG_KEEP-unset}|${IMG_CHANGE-unset}|${SET1-unset}|${GITHUB_TOKEN-unset}"',
+      "export SET2=s2",
+      "marsh run envkit sh ./l3.sh",
+      "",
+    ].join("\n"),
+    // Level 3 (envkit again): its own image's ENV, under what it received.
+    "l3.sh":
+      'echo "3:$FOO|${IMG_KEEP-unset}|${IMG_CHANGE-unset}|${SET1-unset}|${SET2-unset}|${GITHUB_TOKEN-unset}"\n',
+  }, EXPORTS);
+  let image: string | null = null;
+  try {
+    image = await envImage(w);
+    const add = await w.sb.marsh([
+      "kits",
+      "add",
+      "envkit",
+      "--image",
+      image,
+      "--entrypoint",
+      "env",
+    ]);
+    assert.equal(add.code, 0, show(add));
+    const r = await w.sb.marsh(["run", "envkit", "sh", "./l1.sh"]);
+    assert.equal(r.code, 0, show(r));
+    const lines = r.stdout.trimEnd().split("\n");
+    const json = lines.find((l) => l.startsWith("json:"));
+    assert.ok(json, r.stdout);
+    assert.deepEqual(lines.filter((l) => !l.startsWith("json:")), [
+      "1:exported-foo|image-keep|image-change|unset",
+      "2:exported-foo|unset|changed|s1|unset",
+      "3:exported-foo|image-keep|changed|s1|s2|unset",
+    ]);
+    // The run job's job.json: the image's ENV digested under the daemon's key, not forwarded.
+    const key = readEnvKey(w.sb.home);
+    const job: JobJsonEnv = JSON.parse(json.slice("json:".length));
+    assert.equal(job.env.IMG_KEEP, envDigest(key, "IMG_KEEP", "image-keep"));
+    assert.equal(job.env.FOO, envDigest(key, "FOO", "exported-foo"));
+    assert.ok(job.forwarded.includes("FOO") && !job.forwarded.includes("IMG_KEEP"));
   } finally {
     await w[Symbol.asyncDispose]();
     if (image !== null) await docker(w.socket, ["rmi", "-f", image]);

@@ -327,6 +327,26 @@ Deno.test(
   },
 );
 
+Deno.test(
+  { name: "the child case offers the job's environment with its starting digests", permissions },
+  async () => {
+    const d1 = "1".repeat(64);
+    await using cap = await capDir({ env: { IMG: d1, FOO: d1, HOME: "" }, forwarded: ["FOO"] });
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message: "stop here" });
+      await conn.ended;
+      return run;
+    })();
+    await job(["--link=fixture", "true"], cap, { IMG: "a", FOO: "1", HOME: "/h" });
+    const run = await serve;
+    assert.deepEqual([run.env.IMG, run.env.FOO, run.env.HOME], ["a", "1", undefined]);
+    assert.deepEqual(run.envDigests, { IMG: d1 });
+  },
+);
+
 Deno.test({ name: "without --link=NAME first the client refuses (2)", permissions }, async () => {
   await using cap = await capDir();
   for (

@@ -517,14 +517,16 @@ function buildProgram(
  * line on stderr. The caller exits with it.
  *
  * @param register adds the entry's own commands after `split`, `join` and `splits`
+ * @param streams the process's streams ({@linkcode io}; the in-job client's offers its environment)
  * @throws whatever else a command throws (a bug, not a user's error)
  */
 export async function runCli(
   args: readonly string[],
   register?: RegisterCommands,
+  streams: CliIo = io,
 ): Promise<number> {
   let status = 0;
-  const ctx: CliContext = { io, signals, setStatus: (code) => status = code, userErrors };
+  const ctx: CliContext = { io: streams, signals, setStatus: (code) => status = code, userErrors };
   const { program, head } = programFor(args, ctx, register);
   try {
     await program.parseAsync(head, { from: "user" });

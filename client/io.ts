@@ -10,8 +10,13 @@
 export interface CliIo {
   /** The caller's working directory. */
   cwd(): string;
-  /** The exported environment. */
+  /** The exported environment (in a job: its offer for a child, `job/env_offer.ts`). */
   env(): Record<string, string>;
+  /**
+   * In a job only: the starting digests the offer carries (docs/rules.md,
+   * "Environment forwarding"); sent with a launch as `envDigests`.
+   */
+  envDigests?(): Record<string, string>;
   readonly stdin: ReadableStream<Uint8Array>;
   readonly stdinIsTerminal: boolean;
   readonly stdoutIsTerminal: boolean;

@@ -136,6 +136,8 @@ export async function runCommand(
     args: [...opts.args],
     cwd: io.cwd(),
     env,
+    // A job's offer carries its starting digests (docs/rules.md, "Environment forwarding").
+    ...(io.envDigests === undefined ? {} : { envDigests: io.envDigests() }),
     spawn,
     tty: io.stdinIsTerminal || io.stdoutIsTerminal,
     via: opts.via,

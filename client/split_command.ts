@@ -190,6 +190,7 @@ export async function splitCommand(
     cwd,
     branches,
     env: io.env(),
+    ...(io.envDigests === undefined ? {} : { envDigests: io.envDigests() }),
     spool,
     withIgnored: opts.withIgnored === true,
   });

@@ -7,6 +7,7 @@
  * @module
  */
 
+import { newEnvKey } from "../protocol/job_env_digest.ts";
 import { Journal } from "../journal/journal.ts";
 import type { BranchSpec, SplitCreateRequest } from "../protocol/daemon.ts";
 import { type FakeConn, FakeService, FakeSockets, FakeWorker } from "./_fakes.ts";
@@ -46,6 +47,7 @@ export function world(engine: string | null = null): World {
     shellView: { view: "fork", reason: "unit test" },
     jobClient: { ensure: () => Promise.resolve("/fake/marsh-job.js") },
     deno: "/fake/deno",
+    envKey: newEnvKey(),
   });
   return {
     home,

@@ -2,7 +2,7 @@
  * What the daemon puts in a Kit attempt's capability dir (docs/rules.md "The job capability"): the
  * link stubs, the link script, `context.md`, and the empty mount points the
  * worker binds the socket, Deno and the in-job client onto. `job.json` is the
- * worker's (it alone reads the image's `PATH`). The dir is made fresh per
+ * worker's (it alone reads the image's `PATH` and `ENV`). The dir is made fresh per
  * attempt (`O_EXCL`), under the attempt's 0700 directory in the control dir;
  * inside the container it is a read-only bind.
  *
@@ -14,7 +14,7 @@
 import {
   CAP_FILES,
   CAP_SOCKET,
-  type JobJson,
+  type JobJsonBase,
   linkScript,
   stubScript,
 } from "../protocol/job_capability.ts";
@@ -29,8 +29,8 @@ import {
   POOL_SIZE,
 } from "../model/limits.ts";
 
-/** `job.json` as the daemon knows it: the worker adds `path`. */
-export type JobJsonBase = Omit<JobJson, "path">;
+/** `job.json` as the daemon knows it: the worker adds `path`, `env` and `forwarded`. */
+export type { JobJsonBase };
 
 /**
  * The job's `job.json` fields the daemon decides. `spawn` is the job's
@@ -41,7 +41,6 @@ export function jobJsonBase(
   job: string,
   name: string,
   registered: readonly string[],
-  env: readonly string[],
   spawn?: readonly string[],
 ): JobJsonBase {
   const names = [...new Set(registered)].filter((n) => isLinkName(n) && n !== "marsh").sort();
@@ -61,9 +60,6 @@ export function jobJsonBase(
       fan_out: JOB_FAN_OUT,
       total: JOB_TREE_TOTAL,
     },
-    // Digests of the starting environment are not computed yet (issue 5 §4).
-    env: {},
-    forwarded: [...env].sort(),
   };
 }
 

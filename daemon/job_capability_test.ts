@@ -8,7 +8,7 @@ Deno.test({
   name: "job.json reports the job tree's limits; context.md the same ones",
   permissions: {},
 }, () => {
-  const base = jobJsonBase("j1", "codex", ["codex", "claude", "marsh", "Bad"], ["FOO"]);
+  const base = jobJsonBase("j1", "codex", ["codex", "claude", "marsh", "Bad"]);
   assert.deepEqual(base.limits, { pool: 8, depth: 4, same_kit: 2, fan_out: 4, total: 64 });
   assert.deepEqual(base.registered, ["claude", "codex"]);
   const text = jobContext(base);

@@ -8,8 +8,8 @@
  * @module
  */
 
+import { Buffer } from "node:buffer";
 import type { KitCap } from "../protocol/kit_launch.ts";
-import { isReservedEnvName } from "../model/env_name.ts";
 import type { Authority } from "./conn.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 
@@ -25,6 +25,11 @@ export interface JobCapDeps {
   };
   /** Every registered name (each gets a link). */
   registered(): readonly string[];
+  /**
+   * This daemon's environment digest key (`daemon/env_key.ts`): the worker
+   * digests the job's starting variables with it for `job.json`.
+   */
+  readonly envKey: Uint8Array;
 }
 
 /** One attempt's capability to make. */
@@ -35,8 +40,6 @@ export interface JobCapSpec {
   readonly name: string;
   /** The job's recorded spawn set; absent: every registered name. */
   readonly spawn?: readonly string[];
-  /** The environment the job receives (its names go in `job.json`'s `forwarded`). */
-  readonly env: Readonly<Record<string, string>>;
   /** The socket's authority: the job, its attempt and its view. */
   readonly authority: Extract<Authority, { kind: "job" }>;
 }
@@ -52,17 +55,18 @@ export async function openJobCap(
   spec: JobCapSpec,
 ): Promise<{ readonly cap: KitCap; readonly socket: string }> {
   const client = await d.jobClient.ensure();
-  const base = jobJsonBase(
-    spec.authority.job,
-    spec.name,
-    d.registered(),
-    Object.keys(spec.env).filter((name) => !isReservedEnvName(name)),
-    spec.spawn,
-  );
+  const base = jobJsonBase(spec.authority.job, spec.name, d.registered(), spec.spawn);
   writeCapDir(`${spec.dir}/run`, base);
   const socket = d.sockets.openJob(spec.authority);
   return {
-    cap: { dir: `${spec.dir}/run`, socket, deno: d.deno, client, job: base },
+    cap: {
+      dir: `${spec.dir}/run`,
+      socket,
+      deno: d.deno,
+      client,
+      job: base,
+      envKey: Buffer.from(d.envKey).toString("hex"),
+    },
     socket,
   };
 }

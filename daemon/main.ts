@@ -47,6 +47,7 @@ import {
   serviceLink,
   writeChildren,
 } from "./children.ts";
+import { makeEnvKey } from "./env_key.ts";
 import { JobClientBundle } from "./job_capability.ts";
 import { JobAdmitter, readAdmissionConfig } from "./job_admit.ts";
 import { JobTreeCancel } from "./job_cancel.ts";
@@ -274,6 +275,8 @@ async function main(): Promise<number> {
   // One tree cancel and one admission for the split path and the run path alike.
   const tree = new JobTreeCancel({ journal, log });
   const admitter = new JobAdmitter(journal, admission);
+  // The environment digests' key, once per daemon (docs/rules.md "Environment forwarding").
+  const envKey = makeEnvKey(home);
   const branchRuns = new BranchRuns();
   const splits = new Splits({
     tree,
@@ -289,6 +292,7 @@ async function main(): Promise<number> {
     shellView,
     jobClient,
     deno: denoPath(),
+    envKey,
     branchRuns,
     ...(engineProblem === undefined ? {} : { engineProblem }),
   });
@@ -384,6 +388,7 @@ async function main(): Promise<number> {
       sockets: server,
       jobClient,
       deno: denoPath(),
+      envKey,
       home,
       graceMs: settings.graceMs,
       log,

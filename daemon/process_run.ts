@@ -35,6 +35,7 @@ import type { BranchRuns } from "./branch_links.ts";
 import type { KitRecord } from "../model/kit_rules.ts";
 import { openJobCap } from "./kit_job_cap.ts";
 import type { JobTreeCancel } from "./job_cancel.ts";
+import { envSourceOf, forwardedEnv } from "./job_env_forward.ts";
 import { FifoRelay, makeFifos } from "./process_run_io.ts";
 import { type RunPlace, runPlace, type RunPlaceDeps } from "./process_run_view.ts";
 import { RequestError } from "./request_error.ts";
@@ -57,6 +58,8 @@ export interface ProcessRunDeps extends RunPlaceDeps {
   readonly sockets: BranchSockets;
   readonly jobClient: { ensure(): Promise<string> };
   readonly deno: string;
+  /** This daemon's environment digest key (`daemon/env_key.ts`). */
+  readonly envKey: Uint8Array;
   readonly home: string;
   readonly graceMs: number;
   readonly log: { info(line: string): void };
@@ -189,6 +192,19 @@ export class ProcessRuns {
     const d = this.#d;
     await conn.send({ v: 1, t: "process.started", job: id, warnings: admitted.warnings });
     const attempt = `${id}-${newId().slice(0, 4)}`;
+    // What the job receives (docs/rules.md, "Environment forwarding"): a job's link offers.
+    const { env, dropped } = forwardedEnv(
+      d.envKey,
+      envSourceOf(conn.authority.kind === "job", req.env, req.envDigests),
+      kit.env,
+    );
+    if (dropped.length > 0) {
+      d.log.info(
+        `run ${id}: offered variables not forwarded: ${
+          dropped.map((x) => `${x.name} (${x.why})`).join(", ")
+        }`,
+      );
+    }
     const dir = `${d.home}/${RUNS_DIR}/${attempt}`;
     let cap: KitCap, socket: string | null = null;
     let fifos: Awaited<ReturnType<typeof makeFifos>>;
@@ -199,11 +215,11 @@ export class ProcessRuns {
         deno: d.deno,
         sockets: d.sockets,
         registered: () => d.admitter.registered(),
+        envKey: d.envKey,
       }, {
         dir,
         name: kit.name,
         spawn: admitted.lineage.spawn,
-        env: envFor(kit.env, req.env),
         authority: {
           kind: "job",
           job: id,
@@ -264,7 +280,7 @@ export class ProcessRuns {
         home: kit.home,
       },
       argv: [kit.name, ...req.args],
-      env: envFor(kit.env, req.env),
+      env,
       fork: place.view.root,
       cwd: place.cwd,
       admin: place.view.admin,
@@ -444,14 +460,4 @@ export class ProcessRuns {
     });
     return { code: exit.code, signal: exit.signal, status: code, cause: null };
   }
-}
-
-/** The caller's values of the Kit's `--env` names, the only ones that pass today. */
-function envFor(names: readonly string[], offered: Readonly<Record<string, string>>) {
-  const env: Record<string, string> = {};
-  for (const name of names) {
-    const value = offered[name];
-    if (value !== undefined) env[name] = value;
-  }
-  return env;
 }

@@ -65,6 +65,8 @@ export interface SplitDeps {
   readonly tree?: JobTreeCancel;
   /** The daemon's job admission, shared with the run path; made here when absent (tests). */
   readonly admitter?: JobAdmitter;
+  /** This daemon's key for `job.json`'s environment digests (`daemon/env_key.ts`). */
+  readonly envKey: Uint8Array;
   /**
    * Why argv branches cannot run in this daemon (the worker has no engine:
    * `DOCKER_HOST` could not be used), or absent when they can.

@@ -34,6 +34,7 @@ import {
 } from "./split_context.ts";
 import { launchShell } from "./split_launch.ts";
 import { launchKit } from "./split_launch_kit.ts";
+import { envSourceOf } from "./job_env_forward.ts";
 import { cancel, checkOutput } from "./split_lease.ts";
 import { OUTPUT_POLL_MS } from "./split_settings.ts";
 import { finishAwait, finishCancelled, setupFailed } from "./split_settle.ts";
@@ -383,9 +384,11 @@ export async function create(
 
     const runStart = performance.now();
     const env = filterEnv(req.env);
+    // A job's variables are its offer (docs/rules.md, "Environment forwarding").
+    const jobEnv = envSourceOf(auth.kind === "job", req.env, req.envDigests);
     live.outputTimer = setInterval(() => checkOutput(cx, live), OUTPUT_POLL_MS);
     for (const b of live.branches.values()) {
-      if (b.spec.kind === "argv") await launchKit(cx, live, split, b, req.env, spool);
+      if (b.spec.kind === "argv") await launchKit(cx, live, split, b, jobEnv, spool);
       else await launchShell(cx, live, split, b, env, spool);
     }
     await cx.pause("mid-run");

@@ -14,6 +14,7 @@ import { containerOf, lostProof } from "../model/branch_phase.ts";
 import type { SplitRecord } from "../journal/records.ts";
 import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
+import { type EnvSource, forwardedEnv } from "./job_env_forward.ts";
 import { stoppedState } from "./branch_controls.ts";
 import { openJobCap } from "./kit_job_cap.ts";
 import { admitBranchJob } from "./split_launch_admit.ts";
@@ -41,7 +42,7 @@ export async function launchKit(
   live: LiveSplit,
   split: SplitRecord,
   b: LiveBranch,
-  callerEnv: Readonly<Record<string, string>>,
+  envSource: EnvSource,
   spool: string | null,
 ): Promise<void> {
   const { journal, worker, log, settings, sockets } = cx.d;
@@ -70,14 +71,20 @@ export async function launchKit(
     );
   }
   // Its job is a member of its tree first (docs/rules.md "Admission"), then the split's pool.
+  // The caller's MARSH_SPAWN and FANOUT_BRANCH: a job's are in its offer (both only narrow or label).
+  const callerEnv = envSource.kind === "caller" ? envSource.env : envSource.offer.env;
   if (!(await admitBranchJob(cx, live, split, b, callerEnv))) return;
   if (!(await admit(cx, live, b))) return;
   const attempt = newAttempt(cx, live, b);
   const { dir } = attempt;
-  const env: Record<string, string> = {};
-  for (const name of kit.env) {
-    const value = callerEnv[name];
-    if (value !== undefined) env[name] = value;
+  // What the job receives (docs/rules.md, "Environment forwarding").
+  const { env, dropped } = forwardedEnv(cx.d.envKey, envSource, kit.env);
+  if (dropped.length > 0) {
+    log.info(
+      `split ${live.id}/${label}: job ${jobId}: offered variables not forwarded: ${
+        dropped.map((d) => `${d.name} (${d.why})`).join(", ")
+      }`,
+    );
   }
   // The job's capability (docs/kits.md, "The job capability: how `/run/marsh` is made"): its socket
   // and its /run/marsh. A failed setup fails the attempt; a job never runs without one.
@@ -96,10 +103,10 @@ export async function launchKit(
       deno: cx.d.deno,
       sockets,
       registered: () => journal.listKits().map((k) => k.name),
+      envKey: cx.d.envKey,
     }, {
       dir,
       name: kit.name,
-      env,
       authority: {
         kind: "job",
         job: jobId,

@@ -33,6 +33,7 @@ import { registerJobsList } from "../client/jobs_command.ts";
 import { registerFanoutCommands } from "../client/fanout_commands.ts";
 import { isLinkName } from "../model/kit_name.ts";
 import { CAP_FILES, CAP_TARGET, type JobJson } from "../protocol/job_capability.ts";
+import { offeringIo } from "./env_offer.ts";
 
 /** Where `job.json` is, instead of `/run/marsh`, for tests outside a container. */
 export const CAP_DIR_ENV = "MARSH_CAP_DIR";
@@ -93,9 +94,13 @@ export function parseJobJson(text: string): JobView {
   };
 }
 
+/** Where `job.json` is: `MARSH_CAP_DIR`'s, else `/run/marsh`'s. */
+function jobJsonPath(): string {
+  return `${Deno.env.get(CAP_DIR_ENV) || CAP_TARGET}/${CAP_FILES.jobJson}`;
+}
+
 function readJobJson(): JobView {
-  const dir = Deno.env.get(CAP_DIR_ENV) || CAP_TARGET;
-  const path = `${dir}/${CAP_FILES.jobJson}`;
+  const path = jobJsonPath();
   let text: string;
   try {
     text = Deno.readTextFileSync(path);
@@ -192,7 +197,10 @@ export async function jobMain(argv: readonly string[]): Promise<number> {
   Deno.env.set(JOB_SOCK_ENV, job.socket);
   if (job.path !== "" && !hasPath(Deno.env.get("PATH"))) Deno.env.set("PATH", job.path);
   const args = argv.slice(1);
-  if (name === MARSH_LINK) return await runCli(args, registerJobCommands);
+  if (name === MARSH_LINK) {
+    // What the job's splits offer their children (docs/rules.md, "Environment forwarding").
+    return await runCli(args, registerJobCommands, offeringIo(io, jobJsonPath()));
+  }
   if (!job.registered.includes(name)) {
     errorLine(`marsh: ${name} is not a registered command`);
     return NOT_REGISTERED;
@@ -209,7 +217,12 @@ export async function jobMain(argv: readonly string[]): Promise<number> {
 /** A registered name as a child job (`process.run`, via `link`): its stdio and exit are ours. */
 async function runLink(name: string, args: readonly string[]): Promise<number> {
   try {
-    return await runCommand({ name, args, noSpawn: false, via: "link" }, io, signals);
+    // It offers the job's environment (docs/rules.md, "Environment forwarding").
+    return await runCommand(
+      { name, args, noSpawn: false, via: "link" },
+      offeringIo(io, jobJsonPath()),
+      signals,
+    );
   } catch (error) {
     if (!(error instanceof CliError)) throw error;
     errorLine(error.message);

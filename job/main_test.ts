@@ -151,6 +151,40 @@ Deno.test(
     assert.equal(create.env.PATH, "/run/marsh/bin:/usr/bin:/bin");
   },
 );
+Deno.test(
+  { name: "a job's split offers its environment with job.json's starting digests", permissions },
+  async () => {
+    const d1 = "1".repeat(64), d2 = "2".repeat(64);
+    await using cap = await capDir({
+      env: { IMG: d1, FOO: d2, HOME: "", PATH: "", HOSTNAME: "" },
+      forwarded: ["FOO"],
+    });
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const create = await conn.expect("split.create");
+      await conn.send({ v: 1, t: "split.done", id: "S1", code: 0, manifest: manifest("S1") });
+      await conn.ended;
+      return create;
+    })();
+    const r = await job(["--link=marsh", "split", "-n", ":::", "a", "fixture", "true"], cap, {
+      IMG: "a",
+      FOO: "1",
+      NEW: "n",
+      HOME: "/home/kit",
+      HOSTNAME: "c0ffee",
+    });
+    const create = await serve;
+    assert.equal(r.code, 0, r.stderr);
+    // What Docker and marsh set is never offered; a received name carries no digest.
+    assert.deepEqual(
+      [create.env.IMG, create.env.FOO, create.env.NEW, create.env.HOME, create.env.HOSTNAME],
+      ["a", "1", "n", undefined, undefined],
+    );
+    assert.equal(create.env.PATH, undefined);
+    assert.deepEqual(create.envDigests, { IMG: d1 });
+  },
+);
 
 Deno.test({
   name: "marsh join -- CMD finds CMD on job.json's PATH after env -i",
@@ -292,6 +326,26 @@ Deno.test(
       "",
       "marsh: fan-out limit 4\n",
     ]);
+  },
+);
+
+Deno.test(
+  { name: "the child case offers the job's environment with its starting digests", permissions },
+  async () => {
+    const d1 = "1".repeat(64);
+    await using cap = await capDir({ env: { IMG: d1, FOO: d1, HOME: "" }, forwarded: ["FOO"] });
+    await using daemon = await FakeDaemon.listen(cap.socket);
+    const serve = (async () => {
+      const conn = await daemon.accept();
+      const run = await conn.expect("process.run");
+      await conn.send({ v: 1, t: "error", code: 125, message: "stop here" });
+      await conn.ended;
+      return run;
+    })();
+    await job(["--link=fixture", "true"], cap, { IMG: "a", FOO: "1", HOME: "/h" });
+    const run = await serve;
+    assert.deepEqual([run.env.IMG, run.env.FOO, run.env.HOME], ["a", "1", undefined]);
+    assert.deepEqual(run.envDigests, { IMG: d1 });
   },
 );
 

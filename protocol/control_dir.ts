@@ -18,6 +18,11 @@ export const PID_NAME = "marshd.pid";
 export const CHILDREN_NAME = "children.json";
 /** Held (flock) by the one daemon of a control dir for as long as it runs. */
 export const LOCK_NAME = "marshd.lock";
+/**
+ * This daemon's key for `job.json`'s environment digests, hex, mode 0600
+ * (`daemon/env_key.ts`); made anew at each start, never bound into a container.
+ */
+export const ENV_KEY_NAME = "env.key";
 export const ATTEMPTS_DIR = "attempts";
 export const SPOOL_DIR = "spool";
 export const BRANCH_SOCKETS_DIR = "b";

@@ -138,6 +138,12 @@ export interface SplitCreateRequest {
   readonly cwd: string;
   readonly branches: readonly BranchSpec[];
   readonly env: Readonly<Record<string, string>>;
+  /**
+   * From a job: the starting digest of each offered name the job did not
+   * receive (`linkOffer` of `model/job_env.ts`); `env` is then its offer.
+   * Ignored from any other caller (docs/rules.md, "Environment forwarding").
+   */
+  readonly envDigests?: Readonly<Record<string, string>>;
   readonly spool: boolean;
   /** Snapshot ignored files too (`--with-ignored`). */
   readonly withIgnored: boolean;
@@ -509,6 +515,20 @@ function env(x: unknown): Record<string, string> {
   return out;
 }
 
+/**
+ * An offer's starting digests (`envDigests`): per name, 64 lowercase hex
+ * digits (an HMAC-SHA256, `protocol/job_env_digest.ts`).
+ *
+ * @throws {DaemonProtocolError} for anything else
+ */
+export function envDigests(x: unknown): Record<string, string> {
+  const out = env(x);
+  for (const digest of Object.values(out)) {
+    if (!/^[0-9a-f]{64}$/.test(digest)) throw new DaemonProtocolError("malformed env digests");
+  }
+  return out;
+}
+
 function strings(x: Record<string, unknown>, key: string, maxItems: number, max: number): string[] {
   const v = x[key];
   if (
@@ -577,6 +597,7 @@ export function parseClientFrame(x: unknown): ClientFrame {
         cwd: str(x, "cwd", 4096),
         branches: x.branches.map(branchSpec),
         env: env(x.env),
+        ...(x.envDigests === undefined ? {} : { envDigests: envDigests(x.envDigests) }),
         spool: bool(x, "spool"),
         withIgnored: x.withIgnored === undefined ? false : bool(x, "withIgnored"),
       };

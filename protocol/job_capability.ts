@@ -55,8 +55,8 @@ export const JOB_ENV = "MARSH_JOB";
 export const ENTRY_ENV = "MARSH_ENTRY";
 
 /**
- * `/run/marsh/job.json` (docs/rules.md "The job capability"; `env` digests are not computed yet and
- * stay empty).
+ * `/run/marsh/job.json` (docs/rules.md "The job capability"; `env` and `forwarded`: "Environment
+ * forwarding").
  */
 export interface JobJson {
   readonly version: 1;
@@ -77,9 +77,18 @@ export interface JobJson {
     readonly fan_out: number;
     readonly total: number;
   };
+  /** Per starting variable, the HMAC-SHA256 hex of `NAME=VALUE` under the daemon's key; `""` for those Docker or marsh set. */
   readonly env: Readonly<Record<string, string>>;
+  /** The names the job received, sorted. */
   readonly forwarded: readonly string[];
 }
+
+/**
+ * `job.json` as the daemon sends it in a launch: the worker adds `path`,
+ * `env` and `forwarded`, which only the image's config and the container's
+ * starting environment tell.
+ */
+export type JobJsonBase = Omit<JobJson, "path" | "env" | "forwarded">;
 
 /** The container's `PATH`: the links first, then the image's (`imagePath` from its config). */
 export function jobPath(imagePath: string | null): string {

@@ -10,7 +10,7 @@ import { isEnvEntryName, isEnvName } from "../model/env_name.ts";
 import { isLinkName, KIT_NAME_RULE, MAX_KIT_NAME } from "../model/kit_name.ts";
 import { KIT_NETWORK_RULE } from "../model/kit_rules.ts";
 import { MAX_WALL_S } from "../model/limits.ts";
-import { CAP_SOCKET, type JobJson } from "./job_capability.ts";
+import { CAP_SOCKET, type JobJsonBase } from "./job_capability.ts";
 import { ATTEMPT_ID, MAX_OUTPUT_LIMIT, MAX_PATH_BYTES } from "./launch_fields.ts";
 
 /** Most arguments in `argv`. */
@@ -26,8 +26,6 @@ export const MAX_OBJECT_DIRS = 16;
 export const MAX_ID_BYTES = 256;
 /** Most names in a capability's `spawn` and `registered` lists. */
 export const MAX_LINK_NAMES = 4096;
-/** A `job.json` env digest: HMAC-SHA256 hex, or `""` (set by Docker, never forwarded). */
-export const ENV_DIGEST = /^(?:[0-9a-f]{64})?$/;
 
 /** A registered Kit command as the worker needs it. */
 export interface KitSpec {
@@ -65,7 +63,12 @@ export interface KitLaunch {
   readonly kit: KitSpec;
   /** `CMD ARGS` verbatim; `CMD` is the kit name. */
   readonly argv: readonly string[];
-  /** The caller's filtered env; only `kit.env` names pass. */
+  /**
+   * The variables the job receives (`daemon/job_env_forward.ts`). The worker
+   * checks them again: one passes when it may cross to a job
+   * (`crossesToJob` of `model/job_env.ts`) or is one of `kit.env`, never when
+   * it is reserved (`isReservedEnvName`).
+   */
   readonly env: Readonly<Record<string, string>>;
   /** Absolute host path of the fork root. */
   readonly fork: string;
@@ -125,9 +128,22 @@ export interface KitCap {
   readonly deno: string;
   /** Host bundled in-job client, bound read-only at /run/marsh/marsh.js. */
   readonly client: string;
-  /** job.json without `path`: the worker adds `path` (jobPath of the image's PATH) and writes `<dir>/job.json`. */
-  readonly job: Omit<JobJson, "path">;
+  /**
+   * job.json without `path`, `env` and `forwarded`: the worker adds them
+   * (jobPath of the image's PATH; the starting environment's digests) and
+   * writes `<dir>/job.json`.
+   */
+  readonly job: JobJsonBase;
+  /**
+   * The daemon's environment digest key, {@linkcode ENV_KEY_HEX}
+   * (`protocol/job_env_digest.ts`): the worker digests the starting
+   * variables with it and never passes it on.
+   */
+  readonly envKey: string;
 }
+
+/** A digest key in a launch: 32 bytes as lowercase hex. */
+export const ENV_KEY_HEX = /^[0-9a-f]{64}$/;
 
 /** A value that is not a valid {@linkcode KitLaunch}. */
 export class KitLaunchProtocolError extends Error {
@@ -256,10 +272,12 @@ function nameList(v: unknown, what: string): string[] {
 
 const LIMITS = ["pool", "depth", "same_kit", "fan_out", "total"] as const;
 
-function parseJob(v: unknown): Omit<JobJson, "path"> {
+function parseJob(v: unknown): JobJsonBase {
   if (!isObject(v)) fail("cap.job must be an object");
   if (v.version !== 1) fail("cap.job.version must be 1");
-  if ("path" in v) fail("cap.job.path is the worker's to set");
+  for (const key of ["path", "env", "forwarded"]) {
+    if (key in v) fail(`cap.job.${key} is the worker's to set`);
+  }
   const job = str(v, "job", MAX_ID_BYTES, "cap.job.");
   const name = str(v, "name", MAX_KIT_NAME, "cap.job.");
   if (!isLinkName(name)) fail(`cap.job.name must match ${KIT_NAME_RULE.source}`);
@@ -281,18 +299,6 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
     }
     limits[key] = n;
   }
-  const env = parseEnv(v.env, "cap.job.env");
-  for (const [n, digest] of Object.entries(env)) {
-    if (!ENV_DIGEST.test(digest)) {
-      fail(`cap.job.env value of ${n} must be a SHA-256 hex digest or ""`);
-    }
-  }
-  const forwarded = stringList(v.forwarded, "cap.job.forwarded", MAX_ENV_ENTRIES, MAX_ENV_BYTES);
-  for (const n of forwarded) {
-    if (!isEnvName(n)) {
-      fail(`cap.job.forwarded name ${JSON.stringify(n)} is not a variable name`);
-    }
-  }
   return {
     version: 1,
     job,
@@ -301,8 +307,6 @@ function parseJob(v: unknown): Omit<JobJson, "path"> {
     registered,
     socket: CAP_SOCKET,
     limits,
-    env,
-    forwarded,
   };
 }
 
@@ -325,11 +329,15 @@ function parseCap(
     if (inside !== undefined) fail(`cap.${key} may not overlap ${inside}`);
   }
   const job = parseJob(v.job);
+  const envKey = v.envKey;
+  if (typeof envKey !== "string" || !ENV_KEY_HEX.test(envKey)) {
+    fail("cap.envKey must be 64 lowercase hex digits");
+  }
   if (job.job !== launch.job) fail(`cap.job.job must be the launch's job ${launch.job}`);
   if (job.name !== launch.kit.name) {
     fail(`cap.job.name must be the kit name ${JSON.stringify(launch.kit.name)}`);
   }
-  return { ...cap, job };
+  return { ...cap, job, envKey };
 }
 
 /** Whether `inner` is `outer` or lies beneath it (both clean absolute paths). */

@@ -55,9 +55,8 @@ function validCap(): KitCap {
       registered: ["claude", "codex", "fixture"],
       socket: CAP_SOCKET,
       limits: { pool: 4, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
-      env: { LANG: "a".repeat(64), HOSTNAME: "" },
-      forwarded: ["LANG"],
     },
+    envKey: "0123456789abcdef".repeat(4),
   };
 }
 
@@ -130,8 +129,6 @@ Deno.test({ name: "parseKitLaunch: a job capability round-trips", permissions: "
         spawn: [],
         registered: Array.from({ length: MAX_LINK_NAMES }, (_, i) => `k${i}`),
         limits: { pool: 0, depth: 0, same_kit: 0, fan_out: 0, total: 0 },
-        env: {},
-        forwarded: [],
       },
     },
   };
@@ -188,13 +185,12 @@ Deno.test(
         );
       }
     }
-    badJob({ env: [] }, /cap.job.env must be an object/);
-    badJob({ env: { "A=B": "" } }, /cap.job.env name "A=B" is not a variable name/);
-    badJob({ env: { A: 1 } }, /cap.job.env value of A must be a string/);
-    badJob({ env: { A: "secret" } }, /cap.job.env value of A must be a SHA-256 hex digest/);
-    badJob({ env: { A: "A".repeat(64) } }, /SHA-256 hex digest/);
-    badJob({ forwarded: "LANG" }, /cap.job.forwarded must be an array/);
-    badJob({ forwarded: ["1X"] }, /cap.job.forwarded name "1X" is not a variable name/);
+    // The starting environment's digests are the worker's: it alone reads the image's ENV.
+    badJob({ env: {} }, /cap.job.env is the worker's to set/);
+    badJob({ forwarded: [] }, /cap.job.forwarded is the worker's to set/);
+    for (const key of [undefined, "", "A".repeat(64), "a".repeat(63), "a".repeat(65), 1]) {
+      bad({ envKey: key }, /cap.envKey must be 64 lowercase hex digits/);
+    }
   },
 );
 
@@ -232,7 +228,7 @@ Deno.test(
 );
 
 Deno.test({
-  name: "kit env and forwarded names: the registry's variable-name rule, at most 128 characters",
+  name: "kit env names: the registry's variable-name rule, at most 128 characters",
   permissions: "none",
 }, () => {
   // The registry refuses an --env name over 128 characters, so a launch
@@ -247,12 +243,13 @@ Deno.test({
       e instanceof KitLaunchProtocolError &&
       e.message.includes(`kit.env name "${long}" is not a variable name`),
   );
+  // job.json's forwarded names are the worker's (worker/kit_env.ts): a launch never sets them.
   const cap = validCap();
   assert.throws(
-    () => parseKitLaunch({ ...base, cap: { ...cap, job: { ...cap.job, forwarded: [long] } } }),
+    () => parseKitLaunch({ ...base, cap: { ...cap, job: { ...cap.job, forwarded: [ok] } } }),
     (e) =>
       e instanceof KitLaunchProtocolError &&
-      e.message.includes(`cap.job.forwarded name "${long}" is not a variable name`),
+      e.message.includes("cap.job.forwarded is the worker's to set"),
   );
 });
 

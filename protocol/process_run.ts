@@ -53,6 +53,12 @@ export interface ProcessRunRequest {
   readonly cwd: string;
   /** The caller's exported environment, offered (the daemon filters it). */
   readonly env: Readonly<Record<string, string>>;
+  /**
+   * From a job: the starting digest of each offered name the job did not
+   * receive (docs/rules.md, "Environment forwarding"); ignored from any
+   * other caller.
+   */
+  readonly envDigests?: Readonly<Record<string, string>>;
   readonly spawn: RunSpawn;
   /** The caller's stdin or stdout is a terminal. */
   readonly tty: boolean;
@@ -221,6 +227,22 @@ function marksOf(x: Record<string, unknown>): { fanout?: string; consumes?: stri
   return out;
 }
 
+/** `envDigests`: per name, 64 lowercase hex digits (an HMAC-SHA256). */
+function envDigestsOf(x: Record<string, unknown>): Record<string, string> {
+  const e = x.envDigests;
+  if (!isObject(e)) fail(x.t, "envDigests");
+  const out: Record<string, string> = {};
+  const entries = Object.entries(e);
+  if (entries.length > 4096) fail(x.t, "envDigests");
+  for (const [k, v] of entries) {
+    if (k.length > 1024 || typeof v !== "string" || !/^[0-9a-f]{64}$/.test(v)) {
+      fail(x.t, "envDigests");
+    }
+    out[k] = v;
+  }
+  return out;
+}
+
 function argsOf(x: Record<string, unknown>): string[] {
   const a = x.args;
   if (!Array.isArray(a) || a.length > MAX_RUN_ARGS) fail(x.t, "args");
@@ -252,6 +274,7 @@ export function parseProcessClientFrame(x: Record<string, unknown>): ProcessClie
         args: argsOf(x),
         cwd,
         env: envOf(x),
+        ...(x.envDigests === undefined ? {} : { envDigests: envDigestsOf(x) }),
         spawn: spawnOf(x),
         tty: x.tty,
         via: x.via,

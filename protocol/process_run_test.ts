@@ -28,6 +28,9 @@ Deno.test("process frames: a valid run, stdin and signal parse as sent", () => {
     signal: "INT",
   });
   assert.deepEqual(parseClientFrame({ ...run, spawn: {} }).t, "process.run");
+  // A job's offer carries its starting digests (docs/rules.md "Environment forwarding").
+  const offered = { ...run, envDigests: { LANG: "0f".repeat(32) } };
+  assert.deepEqual(parseClientFrame(offered), offered);
 });
 
 Deno.test("process frames: a run's fanout and consumes marks parse as sent, absent when not", () => {
@@ -53,6 +56,9 @@ Deno.test("process frames: a malformed one is refused naming the field", () => {
       [{ fanout: 7 }, "fanout"],
       [{ consumes: "../x" }, "consumes"],
       [{ consumes: "" }, "consumes"],
+      [{ envDigests: [] }, "envDigests"],
+      [{ envDigests: { LANG: "secret" } }, "envDigests"],
+      [{ envDigests: { LANG: "0F".repeat(32) } }, "envDigests"],
     ] as const
   ) {
     assert.throws(

@@ -12,13 +12,15 @@
  *   `WorkingDir` the launch's cwd: the fork's subdirectory at the same
  *   absolute path as on the host;
  * - the mounts of `kit_mounts.ts` and nothing else of the project;
- * - `Env`: only the kit's `env` names the caller has, then
- *   `HOME=<the image user's home>` and `MARSH_JOB=<job>`, and with a job
- *   capability `PATH=/run/marsh/bin:<the image's PATH>` and `MARSH_ENTRY=1`
- *   (docs/rules.md "The job capability"); the image's own `Env` stays underneath;
+ * - `Env` (`kit_env.ts`): the variables the daemon forwards (checked again),
+ *   then `HOME=<the image user's home>` and `MARSH_JOB=<job>`, and with a
+ *   job capability `PATH=/run/marsh/bin:<the image's PATH>` and
+ *   `MARSH_ENTRY=1` (docs/rules.md "The job capability"); the image's own
+ *   `Env` stays underneath;
  * - with a job capability, `/run/marsh` (`kit_mounts.ts`), and in it the
  *   `job.json` the worker writes before the container is made: the daemon's
- *   part plus the starting `PATH`, which only the image config tells. A
+ *   part plus the starting `PATH` and the starting environment's digests,
+ *   which only the image config tells. A
  *   launch whose `/run/marsh` cannot be set up fails; it never runs without one;
  * - the command: `argv[0]` is the kit name. A kit with an `entrypoint`
  *   gets it as the container's `ENTRYPOINT` and `argv[1..]` as `CMD`; a kit
@@ -51,14 +53,8 @@
 import type { Readable, Writable } from "node:stream";
 import type { DockerApi } from "../docker/docker_api.ts";
 import { DockerApiError } from "../docker/docker_api.ts";
-import {
-  CAP_FILES,
-  ENTRY_ENV,
-  JOB_ENV,
-  type JobJson,
-  jobPath,
-} from "../protocol/job_capability.ts";
-import { isReservedEnvName } from "../model/env_name.ts";
+import { CAP_FILES, type JobJson } from "../protocol/job_capability.ts";
+import { imagePath, jobJson, kitEnv, kitEnvRecord, receivedEnv } from "./kit_env.ts";
 import { isWithin, type KitCap, type KitLaunch } from "../protocol/kit_launch.ts";
 import { DEFAULT_GRACE_MS } from "../protocol/worker.ts";
 import { Demuxer } from "./kit_demux.ts";
@@ -74,6 +70,7 @@ import {
 } from "./kit_removal.ts";
 
 export { ContainerNotRemovedError, KitLaunchError } from "./kit_errors.ts";
+export { imagePath, jobJson, kitEnv } from "./kit_env.ts";
 
 export { LABEL_ATTEMPT, REMOVE_TIMEOUT_MS };
 
@@ -163,53 +160,6 @@ export function kitCommand(
 }
 
 /**
- * The image's `PATH`: the last `PATH=` of its config's `Env`, or `null`
- * when it has none (or an empty one, which the engine's default then
- * replaces rather than leaving the cwd on the search path).
- */
-export function imagePath(env: readonly string[]): string | null {
-  const path = env.findLast((e) => e.startsWith("PATH="))?.slice(5);
-  return path === undefined || path === "" ? null : path;
-}
-
-/**
- * The container's `Env`: the kit's names the caller has, then `HOME` and
- * `MARSH_JOB`; with a job capability also the starting `PATH` (`jobPath` of
- * `basePath`, the image's `PATH` as {@linkcode imagePath} reads it) and
- * `MARSH_ENTRY=1`.
- */
-export function kitEnv(launch: KitLaunch, home: string, basePath: string | null): string[] {
-  const env: string[] = [];
-  for (const name of new Set(launch.kit.env)) {
-    // HOME and MARSH_JOB are set below, PATH is the image's (or the job's
-    // from it), MARSH_* and DOCKER_* never pass.
-    if (isReservedEnvName(name)) continue;
-    const value = launch.env[name];
-    if (value !== undefined) env.push(`${name}=${value}`);
-  }
-  env.push(`HOME=${home}`, `${JOB_ENV}=${launch.job}`);
-  if (launch.cap !== null) env.push(`PATH=${jobPath(basePath)}`, `${ENTRY_ENV}=1`);
-  return env;
-}
-
-/** `/run/marsh/job.json` for `cap`: the daemon's part, with the starting `PATH` in spec order. */
-export function jobJson(cap: KitCap, basePath: string | null): JobJson {
-  const { version, job, name, spawn, registered, socket, limits, env, forwarded } = cap.job;
-  return {
-    version,
-    job,
-    name,
-    spawn,
-    registered,
-    socket,
-    path: jobPath(basePath),
-    limits,
-    env,
-    forwarded,
-  };
-}
-
-/**
  * Writes `<cap.dir>/job.json`: created new (never over one that exists),
  * mode 0644 whatever the umask, so any user of the image can read it.
  *
@@ -217,13 +167,9 @@ export function jobJson(cap: KitCap, basePath: string | null): JobJson {
  *
  * @throws {KitLaunchError} when it exists or cannot be written
  */
-async function writeJobJson(
-  launch: KitLaunch,
-  cap: KitCap,
-  basePath: string | null,
-): Promise<void> {
+async function writeJobJson(launch: KitLaunch, cap: KitCap, json: JobJson): Promise<void> {
   const path = `${cap.dir}/${CAP_FILES.jobJson}`;
-  const bytes = new TextEncoder().encode(`${JSON.stringify(jobJson(cap, basePath))}\n`);
+  const bytes = new TextEncoder().encode(`${JSON.stringify(json)}\n`);
   try {
     using file = await Deno.open(path, { write: true, createNew: true, mode: 0o644 });
     await writeAll(file, bytes);
@@ -665,7 +611,15 @@ export async function runKitContainer(
   const files = await openFiles(launch);
   try {
     signal.throwIfAborted();
-    if (launch.cap !== null) await writeJobJson(launch, launch.cap, path);
+    if (launch.cap !== null) {
+      const record = kitEnvRecord(
+        launch.cap,
+        image.env,
+        body.Env as string[],
+        Object.keys(receivedEnv(launch)),
+      );
+      await writeJobJson(launch, launch.cap, jobJson(launch.cap, path, record));
+    }
     const { id, mounts } = await create(api, docker, launch, body, planned, removeTimeoutMs);
     let outcome: Outcome | null = null;
     let failure: unknown = null;

@@ -9,7 +9,9 @@
  */
 
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
+import { envDigest } from "../protocol/job_env_digest.ts";
 import { ensureEngine, fixtureKit } from "../tests/_engine.ts";
 import { FORK_REF } from "../splitfs/fork/admin.ts";
 import {
@@ -37,6 +39,8 @@ import { kitWorkerFlags } from "../protocol/entrypoints.ts";
 import { denoPath } from "./_testing.ts";
 
 const root = new URL("../", import.meta.url).pathname;
+/** The daemon's digest key in these launches. */
+const TEST_KEY_HEX = "0123456789abcdef".repeat(4);
 const dec = new TextDecoder();
 const MiB = 1024 * 1024;
 const perms: Deno.PermissionOptions = {
@@ -172,7 +176,7 @@ async function setup(
           ...kit,
         },
         argv,
-        env: { FOO: "foo", BAZ: "not passed" },
+        env: { FOO: "foo", BAZ: "baz", GITHUB_TOKEN: "not passed", MARSH_X: "not passed" },
         fork,
         cwd: fork,
         admin: `${ws.dirPath}/.admin/${label}`,
@@ -460,7 +464,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "kit container: env is the kit's names plus HOME and MARSH_JOB; an entrypoint gets argv[1..]",
+    "kit container: env is what the daemon forwards, checked again, plus HOME and MARSH_JOB; an entrypoint gets argv[1..]",
   permissions: perms,
 }, async () => {
   await using ctx = await setup({ forks: "copy" });
@@ -475,12 +479,15 @@ Deno.test({
   assert.equal(names.get("FOO"), "foo");
   assert.equal(names.get("HOME"), "/root");
   assert.equal(names.get("MARSH_JOB"), ctx.job);
-  assert.equal(names.has("BAZ"), false);
+  // Forwarded by the daemon; a credential or a reserved name never passes, whoever sends it.
+  assert.equal(names.get("BAZ"), "baz");
+  assert.equal(names.has("GITHUB_TOKEN"), false);
+  assert.equal(names.has("MARSH_X"), false);
   assert.equal(names.has("ABSENT"), false);
   // The image's PATH, and what Docker and the shell add themselves.
   assert.deepEqual(
     [...names.keys()].sort(),
-    ["FOO", "HOME", "HOSTNAME", "MARSH_JOB", "PATH", "PWD", "SHLVL"],
+    ["BAZ", "FOO", "HOME", "HOSTNAME", "MARSH_JOB", "PATH", "PWD", "SHLVL"],
   );
   await noLeftovers(ctx);
 });
@@ -877,9 +884,8 @@ function makeCap(ctx: Ctx, launch: KitLaunch, opts: { placeholders?: string[] } 
       registered: ["fixture"],
       socket: CAP_SOCKET,
       limits: { pool: 4, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
-      env: {},
-      forwarded: ["FOO"],
     },
+    envKey: TEST_KEY_HEX,
   };
 }
 
@@ -940,7 +946,28 @@ Deno.test({
   assert.equal(inside.job, ctx.job);
   assert.equal(inside.path, path);
   assert.ok(inside.path.startsWith("/run/marsh/bin:"));
-  assert.deepEqual(inside, { ...cap.job, path });
+  // env: every starting variable digested under the launch's key (the image's ENV
+  // too), "" for what Docker and marsh set; forwarded: what the job received.
+  const key = new Uint8Array(Buffer.from(TEST_KEY_HEX, "hex"));
+  const expected: Record<string, string> = {};
+  for (const e of image.Config.Env as string[]) {
+    const name = e.slice(0, e.indexOf("="));
+    expected[name] = envDigest(key, name, e.slice(e.indexOf("=") + 1));
+  }
+  Object.assign(expected, {
+    BAZ: envDigest(key, "BAZ", "baz"),
+    FOO: envDigest(key, "FOO", "foo"),
+    HOME: "",
+    HOSTNAME: "",
+    MARSH_ENTRY: "",
+    MARSH_JOB: "",
+    PATH: "",
+  });
+  assert.deepEqual(inside.env, expected);
+  assert.ok(Object.values(inside.env).every((d) => /^([0-9a-f]{64})?$/.test(d)));
+  assert.deepEqual(inside.forwarded, ["BAZ", "FOO"]);
+  assert.deepEqual(inside, { ...cap.job, path, env: expected, forwarded: ["BAZ", "FOO"] });
+  assert.ok(!lines.join("\n").includes(TEST_KEY_HEX), "the key is not in the container");
   assert.deepEqual(Object.keys(inside), [
     "version",
     "job",
@@ -1042,7 +1069,14 @@ function bare(over: Over = {}): KitLaunch {
       ...kit,
     },
     argv: ["claude", "-p", "x"],
-    env: { ANTHROPIC_API_KEY: "k", HOME: "/host", MARSH_X: "1", PATH: "/bin", OTHER: "o" },
+    env: {
+      ANTHROPIC_API_KEY: "k",
+      GITHUB_TOKEN: "t",
+      HOME: "/host",
+      MARSH_X: "1",
+      PATH: "/bin",
+      OTHER: "o",
+    },
     fork: "/p/f",
     cwd: "/p/f",
     admin: null,
@@ -1077,8 +1111,11 @@ Deno.test({
   name: "kitEnv and kitLabels: allowed names only, reserved ones never",
   permissions: "none",
 }, () => {
+  // What the daemon forwards passes, a Kit's --env name whatever it looks like; never a
+  // credential it did not register, nor HOME, PATH or MARSH_*.
   assert.deepEqual(kitEnv(bare(), "/root", "/usr/bin:/bin"), [
     "ANTHROPIC_API_KEY=k",
+    "OTHER=o",
     "HOME=/root",
     "MARSH_JOB=j",
   ]);
@@ -1104,9 +1141,8 @@ const UNIT_CAP: KitCap = {
     registered: ["claude", "codex"],
     socket: CAP_SOCKET,
     limits: { pool: 1, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
-    env: { LANG: "" },
-    forwarded: [],
   },
+  envKey: TEST_KEY_HEX,
 };
 
 Deno.test({
@@ -1115,6 +1151,7 @@ Deno.test({
 }, () => {
   assert.deepEqual(kitEnv(bare({ cap: UNIT_CAP }), "/root", "/usr/bin:/bin"), [
     "ANTHROPIC_API_KEY=k",
+    "OTHER=o",
     "HOME=/root",
     "MARSH_JOB=j",
     "PATH=/run/marsh/bin:/usr/bin:/bin",
@@ -1122,13 +1159,18 @@ Deno.test({
   ]);
   // No PATH in the image: Docker's default follows the links.
   assert.equal(
-    kitEnv(bare({ cap: UNIT_CAP }), "/root", null)[3],
+    kitEnv(bare({ cap: UNIT_CAP }), "/root", null)[4],
     "PATH=/run/marsh/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
   );
   assert.equal(imagePath(["A=1", "PATH=/a", "PATH=/b:/c"]), "/b:/c");
   assert.equal(imagePath(["PATHX=/a", "HOME=/h"]), null);
   assert.equal(imagePath(["PATH="]), null);
   assert.equal(imagePath([]), null);
-  assert.deepEqual(jobJson(UNIT_CAP, "/bin"), { ...UNIT_CAP.job, path: "/run/marsh/bin:/bin" });
-  assert.equal(Object.keys(jobJson(UNIT_CAP, "/bin"))[6], "path");
+  const record = { env: { LANG: "" }, forwarded: [] };
+  assert.deepEqual(jobJson(UNIT_CAP, "/bin", record), {
+    ...UNIT_CAP.job,
+    path: "/run/marsh/bin:/bin",
+    ...record,
+  });
+  assert.equal(Object.keys(jobJson(UNIT_CAP, "/bin", record))[6], "path");
 });

@@ -57,9 +57,8 @@ const CAP: KitCap = {
     registered: ["k"],
     socket: CAP_SOCKET,
     limits: { pool: 1, depth: 3, same_kit: 2, fan_out: 8, total: 64 },
-    env: {},
-    forwarded: [],
   },
+  envKey: "0123456789abcdef".repeat(4),
 };
 
 const cfg = (user: string, env: string[] = [], labels: Record<string, string> = {}) => ({

@@ -11,6 +11,7 @@
  * @module
  */
 
+import { fieldReaders, isObject, MAX_STRING } from "./frame_fields.ts";
 import {
   type GcAllReply,
   type GcAllRequest,
@@ -438,27 +439,7 @@ export class DaemonProtocolError extends Error {
   override name = "DaemonProtocolError";
 }
 
-function isObject(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
-}
-
-const MAX_STRING = 256 * 1024;
-
-function str(x: Record<string, unknown>, key: string, max = MAX_STRING): string {
-  const v = x[key];
-  if (typeof v !== "string" || v.length > max) {
-    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
-  }
-  return v;
-}
-
-function bool(x: Record<string, unknown>, key: string): boolean {
-  const v = x[key];
-  if (typeof v !== "boolean") {
-    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
-  }
-  return v;
-}
+const { str, bool, strings, env, envDigests: envDigestsOf } = fieldReaders(DaemonProtocolError);
 
 function branchSpec(x: unknown): BranchSpec {
   if (!isObject(x)) throw new DaemonProtocolError("malformed branch");
@@ -501,20 +482,6 @@ function compareTest(x: Record<string, unknown>): CompareTestRequest {
   return { script, timeoutS: t.timeoutS as number, env: env(t.env) };
 }
 
-function env(x: unknown): Record<string, string> {
-  if (!isObject(x)) throw new DaemonProtocolError("malformed env");
-  const out: Record<string, string> = {};
-  const entries = Object.entries(x);
-  if (entries.length > 4096) throw new DaemonProtocolError("malformed env: too many variables");
-  for (const [k, v] of entries) {
-    if (typeof v !== "string" || k.length > 1024 || v.length > MAX_STRING) {
-      throw new DaemonProtocolError("malformed env");
-    }
-    out[k] = v;
-  }
-  return out;
-}
-
 /**
  * An offer's starting digests (`envDigests`): per name, 64 lowercase hex
  * digits (an HMAC-SHA256, `protocol/job_env_digest.ts`).
@@ -522,22 +489,7 @@ function env(x: unknown): Record<string, string> {
  * @throws {DaemonProtocolError} for anything else
  */
 export function envDigests(x: unknown): Record<string, string> {
-  const out = env(x);
-  for (const digest of Object.values(out)) {
-    if (!/^[0-9a-f]{64}$/.test(digest)) throw new DaemonProtocolError("malformed env digests");
-  }
-  return out;
-}
-
-function strings(x: Record<string, unknown>, key: string, maxItems: number, max: number): string[] {
-  const v = x[key];
-  if (
-    !Array.isArray(v) || v.length > maxItems ||
-    !v.every((s) => typeof s === "string" && s.length <= max)
-  ) {
-    throw new DaemonProtocolError(`malformed ${String(x.t)} frame: ${key}`);
-  }
-  return v;
+  return envDigestsOf(x);
 }
 
 function kitsAdd(x: Record<string, unknown>): KitsAddRequest {

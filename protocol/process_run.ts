@@ -19,6 +19,7 @@
  * @module
  */
 
+import { fieldReaders, isObject } from "./frame_fields.ts";
 import { parseFanoutBranch } from "../model/fanout.ts";
 import { splitIdProblem } from "../model/layout.ts";
 
@@ -162,10 +163,6 @@ export class ProcessFrameError extends Error {
   override name = "ProcessFrameError";
 }
 
-function isObject(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
-}
-
 function fail(t: unknown, what: string): never {
   throw new ProcessFrameError(`malformed ${String(t)} frame: ${what}`);
 }
@@ -227,20 +224,12 @@ function marksOf(x: Record<string, unknown>): { fanout?: string; consumes?: stri
   return out;
 }
 
-/** `envDigests`: per name, 64 lowercase hex digits (an HMAC-SHA256). */
+/** `envDigests`: an offer's starting digests, by the rule every frame family shares. */
 function envDigestsOf(x: Record<string, unknown>): Record<string, string> {
-  const e = x.envDigests;
-  if (!isObject(e)) fail(x.t, "envDigests");
-  const out: Record<string, string> = {};
-  const entries = Object.entries(e);
-  if (entries.length > 4096) fail(x.t, "envDigests");
-  for (const [k, v] of entries) {
-    if (k.length > 1024 || typeof v !== "string" || !/^[0-9a-f]{64}$/.test(v)) {
-      fail(x.t, "envDigests");
-    }
-    out[k] = v;
-  }
-  return out;
+  return fieldReaders(ProcessFrameError).envDigests(
+    x.envDigests,
+    `${String(x.t)} frame: envDigests`,
+  );
 }
 
 function argsOf(x: Record<string, unknown>): string[] {

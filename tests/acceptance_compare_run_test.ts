@@ -74,13 +74,17 @@ async function branchSums(sb: Sandbox, id: string): Promise<string[]> {
   return sums;
 }
 
-/** Nothing of a test is left: no throwaway fork, admin dir or mount. */
-async function assertNoThrowaway(sb: Sandbox, id: string): Promise<void> {
+/** The throwaway forks, admin dirs and upper dirs of tests still on disk. */
+function throwawayLeft(sb: Sandbox, id: string): string[] {
   const dir = `${sb.project}/.marsh/split/${id}`;
-  const left = [dir, `${dir}/.admin`, `${dir}/.overlay`].flatMap((d) =>
+  return [dir, `${dir}/.admin`, `${dir}/.overlay`].flatMap((d) =>
     exists(d) ? [...Deno.readDirSync(d)].map((e) => `${d}/${e.name}`) : []
   ).filter((p) => p.includes(".compare-"));
-  assert.deepEqual(left, []);
+}
+
+/** Nothing of a test is left: no throwaway fork, admin dir or mount. */
+async function assertNoThrowaway(sb: Sandbox, id: string): Promise<void> {
+  assert.deepEqual(throwawayLeft(sb, id), []);
   // The test runner may not read /proc (Deno grants it only with every permission).
   const mounts = await sb.bash("grep -F '/.compare-' /proc/self/mountinfo || true");
   assert.equal(mounts.stdout, "");
@@ -415,11 +419,7 @@ Deno.test({
     const ps = await sb.bash("pgrep -f 'sleep 29[.]173' || true");
     return ps.stdout === "";
   });
-  await waitFor("the throwaway forks to be removed", async () => {
-    const left = await sb.bash(
-      `ls -a '${sb.project}/.marsh/split/${id}' | grep -F .compare- || true`,
-    );
-    return left.stdout === "";
-  });
+  // The daemon removes them after the CLI stopped waiting: the fork, then its admin and upper dirs.
+  await waitFor("the throwaway forks to be removed", () => throwawayLeft(sb, id).length === 0);
   await assertNoThrowaway(sb, id);
 });

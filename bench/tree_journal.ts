@@ -16,7 +16,7 @@
  */
 
 import { Journal } from "../journal/journal.ts";
-import type { JobRecord } from "../journal/records.ts";
+import { type JobRecord, queuedJob } from "../journal/records.ts";
 import { JOB_DEPTH, JOB_FAN_OUT, JOB_TREE_TOTAL } from "../model/limits.ts";
 import type { LaunchRequest } from "../model/job_admission.ts";
 
@@ -33,23 +33,15 @@ export interface TreeJournalResult {
 }
 
 function record(id: string, now: number): JobRecord {
-  return {
+  return queuedJob({
     id,
     kit: "fixture",
     args: ["fixture", "true"],
     split: "",
     label: "",
     session: "bench",
-    state: "queued",
-    cleanup: "none",
-    attempt: null,
-    container: null,
-    status: null,
-    code: null,
     createdMs: now,
-    startedMs: null,
-    finishedMs: null,
-  };
+  });
 }
 
 /** Admits a 64-job tree into a fresh journal, then cancels it; times both. */

@@ -20,6 +20,7 @@ import { runTime } from "../model/job_lineage.ts";
 import { BranchRendering, type Emit } from "../patch/branch_rendering.ts";
 import { CliError, USAGE } from "./cli_error.ts";
 import type { CliIo } from "./io.ts";
+import { concatBytes } from "../model/bytes.ts";
 
 /** `collect --json`'s `schema`. */
 export const COLLECT_SCHEMA = "marsh.collect/v1";
@@ -98,17 +99,7 @@ async function readAll(stream: ReadableStream<Uint8Array>, limit: number): Promi
     }
     chunks.push(chunk);
   }
-  return concat(chunks);
-}
-
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 /**
@@ -181,5 +172,5 @@ export async function writeRendering(
   const pieces: Uint8Array[] = [];
   // The renderer may reuse its buffers: copy each piece, then write them in one go.
   renderFanout(record, opts, io.stdoutIsTerminal, (bytes) => pieces.push(bytes.slice()));
-  return await io.write(concat(pieces));
+  return await io.write(concatBytes(pieces));
 }

@@ -18,6 +18,7 @@ import {
   fanoutBranchValue,
   type FanoutSpec,
 } from "../model/fanout.ts";
+import { concatBytes } from "../model/bytes.ts";
 
 const enc = new TextEncoder();
 
@@ -70,16 +71,6 @@ function notStarted(spec: FanoutSpec, error: unknown): { exit: number; message: 
   }
   const why = error instanceof Error ? error.message : String(error);
   return { exit: 126, message: `marsh fanout: ${cmd}: cannot run it: ${why}` };
-}
-
-function concat(chunks: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
 }
 
 /**
@@ -229,8 +220,8 @@ export class FanoutRun {
       ...r.spec,
       exit,
       status: `exited ${exit}`,
-      stdout: concat(r.stdout),
-      stderr: concat(r.stderr),
+      stdout: concatBytes(r.stdout),
+      stderr: concatBytes(r.stderr),
       startedMs: r.startedMs,
       finishedMs: Date.now(),
     };

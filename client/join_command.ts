@@ -13,6 +13,7 @@ import type { DaemonFrame, JoinReadyReply, ReleasedReply } from "../protocol/dae
 import { CliError } from "./cli_error.ts";
 import { connectDaemon, type DaemonConnection, DaemonConnectionError } from "./daemon_connect.ts";
 import type { CliIo, Signals } from "./io.ts";
+import { concatBytes } from "../model/bytes.ts";
 
 /** The refusal when stdin holds no handle. */
 export const NO_HANDLE = "marsh join: no split handle on stdin; pipe `marsh split ...` into it";
@@ -253,7 +254,7 @@ class JoinTalk {
       if (sink) await sink(bytes);
       else parts.push(bytes);
     }
-    return concat(parts);
+    return concatBytes(parts);
   }
 
   #lost(why: string, status: number | null, cause?: unknown): CliError {
@@ -308,14 +309,4 @@ async function runConsumer(
     // The consumer need not read all of the rendering; its status is what counts.
   }
   return (await child.status).code;
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }

@@ -21,7 +21,7 @@
 
 import { Buffer } from "node:buffer";
 import type { Journal } from "../journal/journal.ts";
-import type { JobRecord } from "../journal/records.ts";
+import { type JobRecord, queuedJob } from "../journal/records.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
 import { cutArgs } from "../model/job_lineage.ts";
 import { MAX_WALL_S } from "../model/limits.ts";
@@ -139,23 +139,15 @@ export class ProcessRuns {
     const place = await runPlace(d, conn.authority, req.cwd);
     const id = newId();
     const now = Date.now();
-    const record: JobRecord = {
+    const record: JobRecord = queuedJob({
       id,
       kit: kit.name,
       args: [kit.name, ...cutArgs(req.args)],
       split: "",
       label: "",
       session: place.session,
-      state: "queued",
-      cleanup: "none",
-      attempt: null,
-      container: null,
-      status: null,
-      code: null,
       createdMs: now,
-      startedMs: null,
-      finishedMs: null,
-    };
+    });
     const admitted = d.admitter.admit({
       record,
       kit,

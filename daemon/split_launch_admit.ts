@@ -14,7 +14,7 @@
  * @module
  */
 
-import type { JobRecord, SplitRecord } from "../journal/records.ts";
+import { type JobRecord, queuedJob, type SplitRecord } from "../journal/records.ts";
 import { FANOUT_BRANCH_ENV } from "../model/fanout.ts";
 import type { JobParent } from "../model/job_admission.ts";
 import { AdmissionRefused } from "./job_admit.ts";
@@ -41,23 +41,15 @@ export async function admitBranchJob(
 ): Promise<boolean> {
   const kit = b.kit!;
   const argv = (b.spec as { argv: readonly string[] }).argv;
-  const record: JobRecord = {
+  const record: JobRecord = queuedJob({
     id: b.jobId!,
     kit: kit.name,
     args: argv,
     split: live.id,
     label: b.label,
     session: live.session,
-    state: "queued",
-    cleanup: "none",
-    attempt: null,
-    container: null,
-    status: null,
-    code: null,
     createdMs: Date.now(),
-    startedMs: null,
-    finishedMs: null,
-  };
+  });
   const spawn = callerEnv.MARSH_SPAWN;
   // The creator's FANOUT_BRANCH (a split made in a `marsh fanout` branch): display only.
   const fanout = callerEnv[FANOUT_BRANCH_ENV];

@@ -213,6 +213,27 @@ export interface JobRecord {
   readonly finishedMs: number | null;
 }
 
+/** What a new job's record is given; the rest starts empty. */
+export type NewJob = Pick<
+  JobRecord,
+  "id" | "kit" | "args" | "split" | "label" | "session" | "createdMs"
+>;
+
+/** A job's record as admission inserts it: queued, no container asked for, nothing run yet. */
+export function queuedJob(job: NewJob): JobRecord {
+  return {
+    ...job,
+    state: "queued",
+    cleanup: "none",
+    attempt: null,
+    container: null,
+    status: null,
+    code: null,
+    startedMs: null,
+    finishedMs: null,
+  };
+}
+
 /** The job fields that may change after creation. */
 export const JOB_MUTABLE = [
   "state",

@@ -22,7 +22,7 @@ Deno.test({
   name: "context.md: the job's name and spawn set, every topic, at most 60 lines",
   permissions: {},
 }, () => {
-  const text = jobContext(jobJsonBase("01JOBX", "claude", ["claude", "codex"], []));
+  const text = jobContext(jobJsonBase("01JOBX", "claude", ["claude", "codex"]));
   const lines = text.split("\n");
   assert.ok(lines.length - 1 <= CONTEXT_MAX_LINES, `${lines.length - 1} lines`);
   assert.equal(lines[0], "# marsh job 01JOBX (claude)");
@@ -50,7 +50,7 @@ Deno.test({
   name: "context.md: an empty spawn set says so; the generic text is the same source",
   permissions: {},
 }, () => {
-  const base = { ...jobJsonBase("j2", "fixture", ["fixture"], []), spawn: [] };
+  const base = { ...jobJsonBase("j2", "fixture", ["fixture"]), spawn: [] };
   assert.match(jobContext(base), /^You may start: nothing \(this job's spawn set is empty/m);
   const generic = contextText(null);
   assert.ok(generic.split("\n").length - 1 <= CONTEXT_MAX_LINES);
@@ -60,6 +60,6 @@ Deno.test({
   const tail = (t: string) => t.slice(t.indexOf("\n## One child"));
   assert.equal(
     tail(generic),
-    tail(jobContext({ ...jobJsonBase("j3", "NAME", [], []), spawn: [] })),
+    tail(jobContext({ ...jobJsonBase("j3", "NAME", []), spawn: [] })),
   );
 });

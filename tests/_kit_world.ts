@@ -115,15 +115,21 @@ export class World implements AsyncDisposable {
     }));
   }
 
+  /**
+   * This daemon's containers of split `id` (`run` for `marsh run` jobs). Owner-scoped: the test
+   * engine is shared by test files running in parallel, and `run` is every daemon's label.
+   */
   containersOf(id: string) {
-    return listContainers(this.socket, [`marsh.split=${id}`]);
+    return listContainers(this.socket, [`marsh.split=${id}`, `marsh.owner=${this.sb.home}`]);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     try {
       await this.sb[Symbol.asyncDispose]();
     } finally {
-      for (const id of this.splits) await removeContainers(this.socket, [`marsh.split=${id}`]);
+      for (const id of this.splits) {
+        await removeContainers(this.socket, [`marsh.split=${id}`, `marsh.owner=${this.sb.home}`]);
+      }
     }
   }
 }

@@ -115,8 +115,9 @@ export function stackMetas(dir: LayersDir, ids: readonly string[]): LayerMeta[] 
 /**
  * Seals the wrapper `staging/<name>` (which holds the layer's `data/`) as
  * layer `layer.id` and renames it into `layers/<id>`: records, index, meta,
- * one sync for all of them and the data (`layer_sync.ts`: an fsync of each
- * of a small layer's files, a `syncfs` for a big one), `SEALED` (fsynced), then the
+ * one sync for all of them and the data (`layer_sync.ts`: one `syncfs`, or an
+ * fsync of each of a small layer's files while the machine holds much dirty
+ * data), `SEALED` (fsynced), then the
  * rename and an fsync of `layers/` for it.
  * A wrapper already sealed with the same meta (a seal a crash interrupted
  * before its rename) is renamed without sealing again.

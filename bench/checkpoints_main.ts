@@ -7,7 +7,9 @@
  */
 
 import { HardenedGit } from "./_git.ts";
-import { loadavg } from "./machine.ts";
+import { ioPressure, loadavg } from "./machine.ts";
+import { fsyncFloor } from "./fsync_floor.ts";
+import { TREE_CACHE } from "./tree_cache.ts";
 import { measureSize, type SizeCheckpoints } from "./checkpoints.ts";
 import { type CheckpointsResult, renderCheckpoints, rowsOf } from "./checkpoints_report.ts";
 
@@ -24,6 +26,9 @@ export async function runCheckpoints(o: {
   const log = (l: string) => console.error(`bench: ${l}`);
   await using git = await HardenedGit.create();
   const start = await loadavg();
+  const ioStart = await ioPressure();
+  const fsync = await fsyncFloor(TREE_CACHE);
+  log(`checkpoints: fsync floor p50 ${fsync.p50.toFixed(2)} ms, p90 ${fsync.p90.toFixed(2)} ms`);
   const sizes: SizeCheckpoints[] = [];
   for (const files of [...o.sizes].sort((a, b) => a - b)) {
     sizes.push(
@@ -38,6 +43,8 @@ export async function runCheckpoints(o: {
     runs: o.runs,
     sizes,
     load: { start, end: await loadavg() },
+    io: { start: ioStart, end: await ioPressure() },
+    fsync,
     cores: navigator.hardwareConcurrency,
   };
   console.log(

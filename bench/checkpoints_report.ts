@@ -12,6 +12,7 @@ import type { Pct, SizeCheckpoints } from "./checkpoints.ts";
 import { renderStorageEquation } from "./checkpoints_stats.ts";
 import { CHANGED_CAP, type Series } from "./checkpoints_series.ts";
 import { FORKS } from "./checkpoints_concurrency.ts";
+import { type FsyncFloor, renderFsyncFloor } from "./fsync_floor.ts";
 
 /** Issue 14's targets (docs/checkpoints.md "Measured"). */
 export const TARGETS = {
@@ -40,6 +41,9 @@ export interface CheckpointsResult {
   readonly runs: number;
   readonly sizes: readonly SizeCheckpoints[];
   readonly load: { readonly start: string; readonly end: string };
+  /** `/proc/pressure/io`'s `some avg10`, in %, at start and end. */
+  readonly io: { readonly start: string; readonly end: string };
+  readonly fsync: FsyncFloor;
   readonly cores: number;
 }
 
@@ -286,7 +290,9 @@ export function renderCheckpoints(r: CheckpointsResult): string {
     `- ${r.runs} timed runs of each figure after a warm-up; percentiles by nearest rank; ` +
       "daemon-side times from the replies' and marsh log's timing fields, CLI times by wall clock",
     `- shared noisy machine: ${r.cores} cores, other sessions running; load average ` +
-      `${r.load.start} at start, ${r.load.end} at end: read the figures as rough`,
+      `${r.load.start} at start, ${r.load.end} at end, I/O pressure (some avg10) ${r.io.start}% ` +
+      `and ${r.io.end}%: read the figures as rough`,
+    renderFsyncFloor(r.fsync),
   );
   return out.join("\n");
 }

@@ -20,6 +20,15 @@ export async function loadavg(): Promise<string> {
     .join(" ");
 }
 
+/** `/proc/pressure/io`'s `some avg10` (the share of time some task waited on I/O, %), or "n/a". */
+export async function ioPressure(): Promise<string> {
+  const text = await runText({ cmd: "cat", args: ["/proc/pressure/io"] }).catch((error) => {
+    if (error instanceof Error) return "";
+    throw error;
+  });
+  return /^some avg10=([0-9.]+)/m.exec(text)?.[1] ?? "n/a";
+}
+
 const DAMON_SCRIPT = `
 for s in /sys/kernel/mm/damon/admin/kdamonds/*/contexts/*/schemes/*; do
   [ -e "$s/action" ] || continue

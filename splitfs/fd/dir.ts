@@ -48,6 +48,7 @@ import {
   statxInto,
 } from "./stat.ts";
 import { clearDir, removeChildTree } from "./tree_removal.ts";
+import { countWork, WORK } from "../work_counts.ts";
 
 export { InvalidNameError, SymlinkRefusedError, TooLargeError, WrongKindError };
 export { compareNames, FileHandle };
@@ -173,6 +174,7 @@ export class Dir implements Disposable {
 
   // The path is made only for an error: stat is on the hot path of every walk.
   #statx(name: Uint8Array, path: () => string): Stat | null {
+    countWork(WORK.statted);
     const r = statxInto(this.fd, name, AT.SYMLINK_NOFOLLOW | AT_STATX_SYNC_AS_STAT);
     if (r === -1) {
       const e = errno();
@@ -280,6 +282,7 @@ export class Dir implements Disposable {
         invalid.push({ raw: e.raw, shown: showName(e.raw), kind: e.kind });
       }
     }
+    countWork(WORK.listed, entries.length + invalid.length);
     return { entries, invalid };
   }
 
@@ -505,11 +508,13 @@ export class Dir implements Disposable {
 
   /** Flushes this directory's own entries (`fsync` of the directory): a rename into it, durable. */
   sync(): void {
+    countWork(WORK.fsync);
     check(libc().fsync(this.fd), "fsync", this.path);
   }
 
   /** Flushes the whole file system this directory is on (`syncfs`): one call instead of an fsync per file. */
   syncFs(): void {
+    countWork(WORK.syncfs);
     check(libc().syncfs(this.fd), "syncfs", this.path);
   }
 

@@ -11,6 +11,7 @@
 import { check, E, errno, FICLONE, FsError, libc, retryEintr } from "./ffi.ts";
 import { TooLargeError } from "./dir_errors.ts";
 import { type Stat, statFd } from "./stat.ts";
+import { countWork, WORK } from "../work_counts.ts";
 
 /** How a regular file's bytes were copied: the strategy that actually ran. */
 export type CopyStrategy = "reflink" | "copy_file_range" | "readwrite";
@@ -48,11 +49,14 @@ export class FileHandle implements Disposable {
 
   /** Reads into `buf`, returning the count (0 at end of file). */
   read(buf: Uint8Array): number {
-    return check(
+    const n = check(
       retryEintr(() => libc().read(this.fd, buf, BigInt(buf.length))),
       "read",
       this.path,
     );
+    // /proc (mountinfo) grows with the machine's mounts, not with what is counted.
+    if (!this.path.startsWith("/proc/")) countWork(WORK.read, n);
+    return n;
   }
 
   /** Reads the rest of the file; throws {@linkcode TooLargeError} past `limit`. */
@@ -110,6 +114,7 @@ export class FileHandle implements Disposable {
 
   /** Flushes to disk (`fsync`). */
   sync(): void {
+    countWork(WORK.fsync);
     check(libc().fsync(this.fd), "fsync", this.path);
   }
 

@@ -56,6 +56,7 @@ import {
   NO_OID,
   STRIDE,
 } from "./layer_index.ts";
+import { countWork, WORK } from "../work_counts.ts";
 
 /**
  * One directory of the merged view as a layer changes it, against the same
@@ -186,6 +187,7 @@ export function decodeIndex(bytes: Uint8Array): LayerIndex {
  * @throws {IndexFormatError} when the bytes are not a well-formed index
  */
 export function decodeIndexFile(bytes: Uint8Array): IndexFile {
+  countWork(WORK.decoded, bytes.length);
   if (bytes.byteOffset % 8 !== 0) bytes = bytes.slice();
   if (bytes.length < 8) throw new IndexFormatError("index is truncated");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);

@@ -21,6 +21,7 @@ import type { IndexDelta, NodePatch } from "./index_codec.ts";
 import { IndexFormatError } from "./index_codec.ts";
 import { F_MODE, IndexNode, KIND_DIR, kindOf, type LayerIndex, STRIDE } from "./layer_index.ts";
 import { Builder, sameOid } from "./layer_records.ts";
+import { countWork, WORK } from "../work_counts.ts";
 
 const EMPTY = IndexNode.empty();
 
@@ -68,6 +69,7 @@ function diffNode(base: IndexNode, node: IndexNode, path: string, out: NodePatch
   const deleted: string[] = [];
   let below = false;
   let j = 0;
+  countWork(WORK.diffed, node.names.length);
   const visit = (i: number, jb: number): void => {
     if (kindOf(node.st[i * STRIDE + F_MODE] as number) !== KIND_DIR) return;
     const kid = node.kids[i] ?? EMPTY;

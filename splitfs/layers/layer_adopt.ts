@@ -3,7 +3,7 @@
  * (docs/engine.md "The layered snapshot store", docs/checkpoints.md "An
  * operation"): an operation's normalised overlay upper dir becomes a layer's
  * `data/` by rename, is sealed in a staging wrapper beside it exactly as a
- * snapshot's layer is (`stat`, `index`, `meta.json`, `syncfs`, `SEALED`),
+ * snapshot's layer is (`stat`, `index`, `meta.json`, a sync, `SEALED`),
  * and only then renamed into `layers/<id>`, so the store never shows a
  * half-sealed layer under its id. Also: a stack named by its ids, and a
  * layer read back by id and root id (recovery's evidence).
@@ -32,6 +32,7 @@ import {
 import { type HeadStack, INDEX, isErrno, type LayersDir, writeDurable } from "./layers_dir.ts";
 import { E } from "../fd/ffi.ts";
 import { phaseEnd, phaseStart } from "../phase_times.ts";
+import { syncWrapper } from "./layer_sync.ts";
 
 const enc = new TextEncoder();
 /** An adopted layer's seal steps (`phase_times.ts`; a snapshot's are in `layers.ts`). */
@@ -39,7 +40,7 @@ const PHASE = {
   records: "layer adopt: stat records",
   encode: "layer adopt: index encode",
   index: "layer adopt: index and meta written",
-  sync: "layer adopt: syncfs",
+  sync: "layer adopt: sync",
   seal: "layer adopt: SEALED",
   rename: "layer adopt: rename and syncfs",
 } as const;
@@ -114,7 +115,9 @@ export function stackMetas(dir: LayersDir, ids: readonly string[]): LayerMeta[] 
 /**
  * Seals the wrapper `staging/<name>` (which holds the layer's `data/`) as
  * layer `layer.id` and renames it into `layers/<id>`: records, index, meta,
- * one `syncfs` for all of them and the data, `SEALED` (fsynced), then the
+ * one sync for all of them and the data (`layer_sync.ts`: one `syncfs`, or an
+ * fsync of each of a small layer's files while the machine holds much dirty
+ * data), `SEALED` (fsynced), then the
  * rename and an fsync of `layers/` for it.
  * A wrapper already sealed with the same meta (a seal a crash interrupted
  * before its rename) is renamed without sealing again.
@@ -143,7 +146,7 @@ export function sealStaged(
         );
       }
     } else {
-      meta = sealWrapper(wrapper, layer);
+      meta = sealWrapper(staging, wrapper, layer);
     }
   }
   try {
@@ -174,7 +177,7 @@ function writeReadOnly(dir: Dir, name: string, data: Uint8Array): void {
   f.chmod(0o444);
 }
 
-function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
+function sealWrapper(staging: Dir, wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   if (layer.index === null) throw new TypeError(`layer ${layer.id} has no index to seal with`);
   // Any leftover of an interrupted attempt is rewritten from scratch.
   for (const f of [INDEX, META, "stat"]) if (wrapper.statAt(f) !== null) wrapper.unlink(f);
@@ -188,7 +191,7 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
     : encodeIndex(layer.index);
   phaseEnd(PHASE.encode, t);
   t = phaseStart();
-  // Not synced one by one: the syncfs below covers them, before SEALED.
+  // Not synced here: `syncWrapper` below covers them, before SEALED.
   writeReadOnly(wrapper, INDEX, indexBytes);
   const meta: LayerMeta = {
     version: 2,
@@ -208,7 +211,7 @@ function sealWrapper(wrapper: Dir, layer: AdoptedLayer): LayerMeta {
   writeReadOnly(wrapper, META, metaBytes);
   phaseEnd(PHASE.index, t);
   t = phaseStart();
-  wrapper.syncFs();
+  syncWrapper(staging, wrapper, data.entries);
   phaseEnd(PHASE.sync, t);
   t = phaseStart();
   writeDurable(wrapper, SEALED, enc.encode(sealOf(metaBytes)));

@@ -27,6 +27,7 @@ import {
   STRIDE,
 } from "./layer_index.ts";
 import { type TreeEntry, treeId } from "../git/tree_id.ts";
+import { countWork, WORK } from "../work_counts.ts";
 
 type StatBits = Stat & { readonly inoLo?: number; readonly inoHi?: number };
 
@@ -83,6 +84,7 @@ export class Builder {
   readonly kids: (IndexNode | null)[] = [];
 
   push(name: string, rec: ArrayLike<number>, oid: Uint8Array, kid: IndexNode | null): void {
+    countWork(WORK.built);
     this.names.push(name);
     for (let f = 0; f < STRIDE; f++) this.st.push(rec[f] as number);
     this.oids.push(oid);
@@ -108,6 +110,7 @@ export class Builder {
 /** The Git tree id of a node, or `null` when Git would omit it (no files below). */
 export function treeOf(node: IndexNode): Uint8Array | null {
   const entries: TreeEntry[] = [];
+  countWork(WORK.hashed, node.names.length);
   for (let i = 0; i < node.names.length; i++) {
     const mode = node.st[i * STRIDE + F_MODE] as number;
     const oid = node.oids.subarray(i * 20, i * 20 + 20);

@@ -131,9 +131,10 @@ export function sealOp(
     using staged = dir.openDir(STAGED);
     dir.rename(UPPER, staged, DATA);
   }
-  // The new stack's pin, before the seal's syncfs makes it durable with the
-  // layer (no fsync of its own); naming a layer not sealed yet keeps nothing more.
-  writePin(dir, stack, false);
+  // The new stack's pin, durable before the layer's SEALED: the seal's sync
+  // fsyncs the op dir (its rename) but not the pin's bytes. Naming a layer
+  // not sealed yet keeps nothing more.
+  writePin(dir, stack);
   store.adopt(dir, STAGED, {
     id: layer,
     chain: SESSION_CHAIN,

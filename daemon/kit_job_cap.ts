@@ -9,7 +9,8 @@
  */
 
 import { Buffer } from "node:buffer";
-import type { KitCap } from "../protocol/kit_launch.ts";
+import type { KitCap, KitSpec } from "../protocol/kit_launch.ts";
+import type { KitRecord } from "../model/kit_rules.ts";
 import type { Authority } from "./conn.ts";
 import { jobJsonBase, writeCapDir } from "./job_capability.ts";
 
@@ -68,5 +69,21 @@ export async function openJobCap(
       envKey: Buffer.from(d.envKey).toString("hex"),
     },
     socket,
+  };
+}
+
+/**
+ * What the worker is told of a registered Kit for one launch. The image is the id checked at
+ * registration: a re-tagged image does not change a Kit.
+ */
+export function kitSpec(kit: KitRecord, wallS: number): KitSpec {
+  return {
+    name: kit.name,
+    image: kit.imageId,
+    entrypoint: kit.entrypoint,
+    network: kit.network,
+    env: kit.env,
+    wallS,
+    home: kit.home,
   };
 }

@@ -33,7 +33,7 @@ import type { Admitted, JobAdmitter } from "./job_admit.ts";
 import { offeredMarks } from "./job_marks.ts";
 import type { BranchRuns } from "./branch_links.ts";
 import type { KitRecord } from "../model/kit_rules.ts";
-import { openJobCap } from "./kit_job_cap.ts";
+import { kitSpec, openJobCap } from "./kit_job_cap.ts";
 import type { JobTreeCancel } from "./job_cancel.ts";
 import { envSourceOf, forwardedEnv } from "./job_env_forward.ts";
 import { FifoRelay, makeFifos } from "./process_run_io.ts";
@@ -262,15 +262,7 @@ export class ProcessRuns {
       // A run belongs to no split: its containers' labels say `run`.
       split: "run",
       label: id,
-      kit: {
-        name: kit.name,
-        image: kit.imageId,
-        entrypoint: kit.entrypoint,
-        network: kit.network,
-        env: kit.env,
-        wallS,
-        home: kit.home,
-      },
+      kit: kitSpec(kit, wallS),
       argv: [kit.name, ...req.args],
       env,
       fork: place.view.root,

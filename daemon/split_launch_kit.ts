@@ -16,7 +16,7 @@ import { branchCode } from "../protocol/manifest.ts";
 import type { KitCap } from "../protocol/kit_launch.ts";
 import { type EnvSource, forwardedEnv } from "./job_env_forward.ts";
 import { stoppedState } from "./branch_controls.ts";
-import { openJobCap } from "./kit_job_cap.ts";
+import { kitSpec, openJobCap } from "./kit_job_cap.ts";
 import { admitBranchJob } from "./split_launch_admit.ts";
 import { OUTPUT_LIMIT } from "../model/limits.ts";
 import type { LiveBranch, LiveSplit, SplitContext } from "./split_context.ts";
@@ -158,16 +158,7 @@ export async function launchKit(
       attempt: attempt.id,
       split: live.id,
       label,
-      kit: {
-        name: kit.name,
-        // The id checked at registration: a re-tagged image does not change a Kit.
-        image: kit.imageId,
-        entrypoint: kit.entrypoint,
-        network: kit.network,
-        env: kit.env,
-        wallS: kit.wallS,
-        home: kit.home,
-      },
+      kit: kitSpec(kit, kit.wallS),
       argv,
       env,
       fork: b.fork,

@@ -20,6 +20,15 @@ import {
 /** The longest the text may be, in lines. */
 export const CONTEXT_MAX_LINES = 60;
 
+/** The job tree's limits as `job.json` carries them (docs/rules.md "Admission"). */
+export interface JobLimits {
+  readonly pool: number;
+  readonly depth: number;
+  readonly same_kit: number;
+  readonly fan_out: number;
+  readonly total: number;
+}
+
 /** The job a context is for. */
 export interface ContextJob {
   readonly job: string;
@@ -27,13 +36,7 @@ export interface ContextJob {
   readonly name: string;
   /** The names it may start. */
   readonly spawn: readonly string[];
-  readonly limits: {
-    readonly pool: number;
-    readonly depth: number;
-    readonly same_kit: number;
-    readonly fan_out: number;
-    readonly total: number;
-  };
+  readonly limits: JobLimits;
 }
 
 const DEFAULT_LIMITS: ContextJob["limits"] = {

@@ -19,6 +19,7 @@
 
 import { jobClientFlags } from "./entrypoints.ts";
 import { isLinkName } from "../model/kit_name.ts";
+import type { JobLimits } from "../model/job_context.ts";
 
 /** Where the cap dir is bound in every Kit container. */
 export const CAP_TARGET = "/run/marsh";
@@ -70,13 +71,7 @@ export interface JobJson {
   readonly socket: typeof CAP_SOCKET;
   /** The starting `PATH`: `/run/marsh/bin:` and the image's. */
   readonly path: string;
-  readonly limits: {
-    readonly pool: number;
-    readonly depth: number;
-    readonly same_kit: number;
-    readonly fan_out: number;
-    readonly total: number;
-  };
+  readonly limits: JobLimits;
   /** Per starting variable, the HMAC-SHA256 hex of `NAME=VALUE` under the daemon's key; `""` for those Docker or marsh set. */
   readonly env: Readonly<Record<string, string>>;
   /** The names the job received, sorted. */

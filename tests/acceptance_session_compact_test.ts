@@ -157,8 +157,10 @@ Deno.test({
     "compaction: kill -9 of the service in the middle of one leaves the old stacks in use; the next one removes the leftover and finishes; gc keeps every named layer",
   permissions: PERMISSIONS,
 }, async () => {
+  // Enough files that the first 50 ms step can never copy them all (about 0.2 ms a file here):
+  // with 400 a quiet machine sealed in the first step, and there was no partial copy to kill.
   const files: Record<string, string> = { "a.txt": "0\n" };
-  for (let i = 0; i < 400; i++) files[`src/f${i}.txt`] = `file ${i}\n`.repeat(200);
+  for (let i = 0; i < 4000; i++) files[`src/f${i}.txt`] = `file ${i}\n`.repeat(20);
   await using sb = await Sandbox.create({ files });
   const started = await sb.marsh(["daemon", "start"], {
     env: { MARSH_TEST_PAUSE_AT: "compact-copying" },

@@ -23,7 +23,12 @@ import { DISCARD_HELP, discardCommand } from "./discard_command.ts";
 import { joinCommand } from "./join_command.ts";
 import { logsCommand } from "./logs_command.ts";
 import { registerResolveCommands } from "./resolve_commands.ts";
-import { parseShellBranch, splitAtArgvBranches, splitCommand } from "./split_command.ts";
+import {
+  parseShellBranch,
+  refuseStrayWords,
+  splitAtArgvBranches,
+  splitCommand,
+} from "./split_command.ts";
 import { splitsPruneCommand, splitsRmCommand } from "./prune_command.ts";
 import { splitsActionCommand, splitsListCommand } from "./splits_command.ts";
 
@@ -286,14 +291,7 @@ function addSplit(program: Command, ctx: CliContext, argvParts: readonly string[
       opts: { branch: BranchSpec[]; stdin: boolean; withIgnored?: boolean; timeout: string[] },
       cmd: Command,
     ) => {
-      const words = cmd.args;
-      if (words.length > 0 && argvParts.length === 0) {
-        throw new CliError(
-          `marsh split: unexpected argument ${
-            JSON.stringify(words[0])
-          }; give each branch as -b LABEL='command' or ::: LABEL CMD ARGS...`,
-        );
-      }
+      refuseStrayWords(cmd.args, argvParts);
       setStatus(
         await splitCommand(
           {

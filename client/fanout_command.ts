@@ -24,6 +24,7 @@ import {
   MAX_FANOUT_BRANCHES,
   newFanoutId,
 } from "../model/fanout.ts";
+import { concatBytes } from "../model/bytes.ts";
 import { exitCodeOf } from "../model/exit_code.ts";
 import { labelProblem } from "../model/layout.ts";
 import { shellBranchRefusal } from "../model/shell_branch.ts";
@@ -117,13 +118,7 @@ export async function readSpool(
   } finally {
     reader.releaseLock();
   }
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.length;
-  }
-  return out;
+  return concatBytes(chunks);
 }
 
 /**

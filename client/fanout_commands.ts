@@ -9,11 +9,10 @@
 import type { Command } from "commander";
 import type { BranchSpec } from "../protocol/daemon.ts";
 import type { CliContext } from "./cli_program.ts";
-import { CliError } from "./cli_error.ts";
 import { collectCommand } from "./collect_command.ts";
 import { contextCommand } from "./context_command.ts";
 import { fanoutCommand, type FanoutPlace } from "./fanout_command.ts";
-import { parseShellBranch } from "./split_command.ts";
+import { parseShellBranch, refuseStrayWords } from "./split_command.ts";
 
 /** Where the commands run: the host (or a shell branch), or a Kit job with its `context.md`. */
 export type FanoutWhere =
@@ -86,14 +85,7 @@ export function registerFanoutCommands(
     .allowExcessArguments()
     .addHelpText("after", FANOUT_HELP)
     .action(async (opts: { branch: BranchSpec[]; stdin: boolean }, cmd: Command) => {
-      const words = cmd.args;
-      if (words.length > 0 && argvParts.length === 0) {
-        throw new CliError(
-          `marsh fanout: unexpected argument ${
-            JSON.stringify(words[0])
-          }; give each branch as -b LABEL='command' or ::: LABEL CMD ARGS...`,
-        );
-      }
+      refuseStrayWords(cmd.args, argvParts, "marsh fanout");
       setStatus(
         await fanoutCommand(
           { shell: opts.branch, argvParts, noStdin: !opts.stdin },

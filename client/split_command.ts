@@ -125,6 +125,26 @@ export function splitAtArgvBranches(args: readonly string[]): {
 }
 
 /**
+ * Refuses words left over after the options when no `:::` branch took them:
+ * each branch is `-b LABEL='command'` or `::: LABEL CMD ARGS...`.
+ *
+ * @throws {CliError} naming the first stray word
+ */
+export function refuseStrayWords(
+  words: readonly string[],
+  argvParts: readonly unknown[],
+  cmd = "marsh split",
+): void {
+  if (words.length > 0 && argvParts.length === 0) {
+    throw new CliError(
+      `${cmd}: unexpected argument ${
+        JSON.stringify(words[0])
+      }; give each branch as -b LABEL='command' or ::: LABEL CMD ARGS...`,
+    );
+  }
+}
+
+/**
  * Parses the words from the first `:::` on into argv branches of `cmd` (`marsh split`, `marsh
  * fanout`): each `:::`
  * starts one, `::: LABEL CMD [ARG...]`, and its words are taken verbatim
